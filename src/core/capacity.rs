@@ -1,0 +1,264 @@
+//! Room per node for training: allocatable minus system daemons, online pods, the online pods
+//! the HPA will add (decided or implied by its metric), and the safety margin.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::config::Config;
+use super::intent::Reason;
+use super::resources::Resources;
+use super::snapshot::{PodClass, Sample, Service, Snapshot};
+
+/// One node as the planner sees it.
+#[derive(Clone, Debug)]
+pub struct NodeRoom {
+    pub name: String,
+    pub schedulable: bool,
+    pub allocatable: Resources,
+    /// Not held by any bound pod (what the scheduler sees as free right now).
+    pub free: Resources,
+    /// Online pods expected to land here that do not exist or are not bound yet.
+    pub reserved: Resources,
+    /// What training may hold here after every reservation and the margin.
+    pub training_room: Resources,
+    /// Latency guard: no new workers here.
+    pub hold_growth: bool,
+    /// Why room is short here, for the explanation of any worker released on this node.
+    pub pressure: Vec<(Reason, String)>,
+}
+
+/// How many replicas a service is expected to need soon, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OnlineNeed {
+    pub service: String,
+    pub replica: Resources,
+    /// Replicas bound to a node now.
+    pub bound: u32,
+    /// Replicas to make room for.
+    pub expected: u32,
+    pub because: String,
+}
+
+impl OnlineNeed {
+    pub fn missing(&self) -> u32 {
+        self.expected.saturating_sub(self.bound)
+    }
+}
+
+/// Bound pod counts per service, and pending ones.
+#[derive(Default)]
+struct ReplicaCounts {
+    bound: u32,
+    ready: u32,
+    pending: u32,
+}
+
+/// Replicas each service will need at the next HPA sync.
+///
+/// The HPA already decided on `desired - current` pods; beyond that, when the metric (pushed
+/// forward by the load trend) is above target, the next sync adds `ceil(ready * ratio)`
+/// replicas, at most the default scale-up policy's step (max(+100%, +4)). Reserving for that
+/// step now is what lets training leave before the new pods exist.
+pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
+    let mut counts: HashMap<&str, ReplicaCounts> = HashMap::new();
+    let mut unknown_pending: HashMap<&str, (Resources, u32)> = HashMap::new();
+    let known: HashMap<&str, &Service> = snap.services.iter().map(|s| (s.name.as_str(), s)).collect();
+    for pod in &snap.pods {
+        if let PodClass::Online { service } = &pod.class {
+            if pod.terminating {
+                continue;
+            }
+            let c = counts.entry(service.as_str()).or_default();
+            match &pod.node {
+                Some(_) => {
+                    c.bound += 1;
+                    c.ready += u32::from(pod.ready);
+                }
+                None => {
+                    c.pending += 1;
+                    if !known.contains_key(service.as_str()) {
+                        let e = unknown_pending.entry(service.as_str()).or_insert((pod.requests, 0));
+                        e.1 += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    let mut needs = Vec::new();
+    for svc in &snap.services {
+        let c = counts.remove(svc.name.as_str()).unwrap_or_default();
+        let mut expected = c.bound + c.pending;
+        let mut because = if c.pending > 0 { format!("{} pending pods", c.pending) } else { String::new() };
+        if let Some(h) = &svc.hpa {
+            let desired = h.desired_replicas.clamp(h.min_replicas, h.max_replicas.max(h.min_replicas));
+            let current = h.current_replicas.max(c.bound + c.pending);
+            if desired > expected {
+                expected = desired;
+                because = format!("HPA desired {desired} > current {}", h.current_replicas);
+            }
+            expected = expected.max(current);
+            if let Some(m) = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite()) {
+                let trend = load_trend_factor(&svc.load, snap.now, config.trend_window, config.forecast_horizon);
+                let ratio = m.current / m.target * trend;
+                if ratio > 1.0 + config.reserve_tolerance && c.ready > 0 {
+                    let want = (ratio * c.ready as f64 - 1e-9).ceil() as u32;
+                    let base = current.max(1);
+                    let step_limit = (base * 2).max(base + 4);
+                    let forecast = want.min(step_limit).min(h.max_replicas);
+                    if forecast > expected {
+                        expected = forecast;
+                        because = format!(
+                            "metric {:.2} vs target {:.2}{} implies {forecast} replicas at the next HPA sync",
+                            m.current,
+                            m.target,
+                            if trend > 1.0 { format!(" (load rising x{trend:.2} over {:?})", config.forecast_horizon) } else { String::new() },
+                        );
+                    }
+                }
+            }
+        }
+        needs.push(OnlineNeed { service: svc.name.clone(), replica: svc.replica, bound: c.bound, expected, because });
+    }
+    // Pending online pods of services the controller was not told about still need a node.
+    let mut rest: Vec<_> = unknown_pending.into_iter().collect();
+    rest.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, (req, n)) in rest {
+        let bound = counts.get(name).map_or(0, |c| c.bound);
+        needs.push(OnlineNeed {
+            service: name.to_string(),
+            replica: req,
+            bound,
+            expected: bound + n,
+            because: format!("{n} pending pods"),
+        });
+    }
+    needs
+}
+
+/// (value now + upward slope * horizon) / value now, from a least-squares fit of the samples
+/// inside the window. Falling load never lowers a reservation: that is the HPA's business.
+pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
+    let start = now.saturating_sub(window);
+    let pts: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.at >= start && s.at <= now && s.value.is_finite())
+        .map(|s| (s.at.as_secs_f64(), s.value))
+        .collect();
+    if pts.len() < 2 {
+        return 1.0;
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= 0.0 {
+        return 1.0;
+    }
+    let slope = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    let last = pts.last().map_or(0.0, |p| p.1);
+    if last <= 0.0 || slope <= 0.0 {
+        return 1.0;
+    }
+    (last + slope * horizon.as_secs_f64()) / last
+}
+
+/// Builds the per-node rooms: what is held now, then the reservations for `needs` placed where
+/// the scheduler would put them (the freest node first; a node where releasing training makes
+/// room only when no node has free room), then the margin.
+pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Vec<NodeRoom>, Vec<String>) {
+    let index: HashMap<&str, usize> = snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let mut rooms: Vec<NodeRoom> = snap
+        .nodes
+        .iter()
+        .map(|n| NodeRoom {
+            name: n.name.clone(),
+            schedulable: n.schedulable,
+            allocatable: n.allocatable,
+            free: n.allocatable,
+            reserved: Resources::ZERO,
+            training_room: n.allocatable,
+            hold_growth: false,
+            pressure: Vec::new(),
+        })
+        .collect();
+    for pod in &snap.pods {
+        let Some(i) = pod.node.as_deref().and_then(|n| index.get(n)) else { continue };
+        let room = &mut rooms[*i];
+        room.free -= pod.requests;
+        // Workers are what is being planned; a terminating one is leaving anyway.
+        if !matches!(pod.class, PodClass::Worker { .. }) {
+            room.training_room -= pod.requests;
+        }
+    }
+
+    let mut unplaced = Vec::new();
+    for need in needs {
+        let mut per_node: HashMap<usize, u32> = HashMap::new();
+        for _ in 0..need.missing() {
+            let pick = pick_node_for_online(&rooms, &need.replica);
+            let Some(i) = pick else {
+                unplaced.push(format!(
+                    "{}: {} replicas will not fit even without training",
+                    need.service,
+                    need.missing() - per_node.values().sum::<u32>()
+                ));
+                break;
+            };
+            let room = &mut rooms[i];
+            room.free -= need.replica;
+            room.training_room -= need.replica;
+            room.reserved += need.replica;
+            *per_node.entry(i).or_default() += 1;
+        }
+        let mut placed: Vec<_> = per_node.into_iter().collect();
+        placed.sort();
+        for (i, n) in placed {
+            rooms[i].pressure.push((Reason::OnlineHeadroom, format!("{n} {} pod(s) coming ({})", need.service, need.because)));
+        }
+    }
+
+    if config.safety_margin > 0.0 {
+        for room in &mut rooms {
+            room.training_room -= room.allocatable.scaled_up(config.safety_margin);
+        }
+    }
+    (rooms, unplaced)
+}
+
+/// The scheduler's choice for a new online pod: the node with the most free room where it fits;
+/// failing that, the node with the most room once training leaves.
+fn pick_node_for_online(rooms: &[NodeRoom], pod: &Resources) -> Option<usize> {
+    let best = |room_of: fn(&NodeRoom) -> Resources| {
+        rooms
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.schedulable && pod.fits_in(&room_of(r)))
+            .max_by_key(|(i, r)| {
+                let left = room_of(r) - *pod;
+                (left.cpu_milli, left.memory_bytes, std::cmp::Reverse(*i))
+            })
+            .map(|(i, _)| i)
+    };
+    best(|r| r.free).or_else(|| best(|r| r.training_room))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(at: u64, value: f64) -> Sample {
+        Sample { at: Duration::from_secs(at), value }
+    }
+
+    #[test]
+    fn trend_extrapolates_rising_load_only() {
+        let rising = [s(0, 100.0), s(10, 110.0), s(20, 120.0), s(30, 130.0)];
+        let f = load_trend_factor(&rising, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15));
+        assert!((f - 145.0 / 130.0).abs() < 1e-9, "{f}");
+        let falling = [s(0, 130.0), s(10, 120.0), s(20, 110.0)];
+        assert_eq!(load_trend_factor(&falling, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)), 1.0);
+        let old = [s(0, 100.0), s(1, 200.0)];
+        assert_eq!(load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)), 1.0);
+    }
+}

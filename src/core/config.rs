@@ -1,0 +1,115 @@
+//! The controller's tunables, shared by `run` and `replay` (a scenario's `controller:` block).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// Every field has a default; a config file or scenario overrides only what it names.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Cluster CPU allocation (system + online + training requests / allocatable) to aim for.
+    pub target_utilization: f64,
+    /// Fraction of every node's allocatable kept free of training, on top of all reservations.
+    pub safety_margin: f64,
+    /// How far ahead the load trend is extrapolated when reserving for the next HPA step.
+    #[serde(deserialize_with = "duration")]
+    pub forecast_horizon: Duration,
+    /// Window of load samples used for the trend.
+    #[serde(deserialize_with = "duration")]
+    pub trend_window: Duration,
+    /// Reserve for HPA growth once the (forecast) metric exceeds its target by this fraction.
+    /// Lower than the HPA's own tolerance (0.1) so room is made before the HPA acts.
+    pub reserve_tolerance: f64,
+    /// A grow is applied only if the capacity for it has been there this long.
+    #[serde(deserialize_with = "duration")]
+    pub grow_stabilization: Duration,
+    /// Most workers a job gains in one decision.
+    pub grow_max_step: u32,
+    /// A grow must pay back the job's `rescale_cost` within this time (minimum gain).
+    #[serde(deserialize_with = "duration")]
+    pub grow_payback: Duration,
+    /// Latency slack (1 - p99/SLO) under which training stops growing on a service's nodes.
+    pub latency_slack_hold: f64,
+    /// Latency slack under which training shrinks on a service's nodes.
+    pub latency_slack_shrink: f64,
+    /// Fraction of training CPU on a service's nodes released per latency-guard step.
+    pub latency_shrink_fraction: f64,
+    /// Minimum time between two latency-guard shrinks (let the last one take effect).
+    #[serde(deserialize_with = "duration")]
+    pub latency_guard_interval: Duration,
+    /// Deadline given to masters for releasing workers.
+    #[serde(deserialize_with = "duration")]
+    pub release_deadline: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            target_utilization: 0.9,
+            safety_margin: 0.0,
+            forecast_horizon: Duration::from_secs(15),
+            trend_window: Duration::from_secs(30),
+            reserve_tolerance: 0.0,
+            grow_stabilization: Duration::from_secs(60),
+            grow_max_step: 32,
+            grow_payback: Duration::from_secs(300),
+            latency_slack_hold: 0.1,
+            latency_slack_shrink: 0.0,
+            latency_shrink_fraction: 0.25,
+            latency_guard_interval: Duration::from_secs(15),
+            release_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A bad value in the controller configuration.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{key}: {problem}")]
+pub struct ConfigError {
+    pub key: &'static str,
+    pub problem: String,
+}
+
+impl Config {
+    /// Range checks that serde cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fraction = |key: &'static str, v: f64, lo: f64, hi: f64| {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(ConfigError { key, problem: format!("{v} is outside [{lo}, {hi}]") })
+            }
+        };
+        fraction("target_utilization", self.target_utilization, 0.0, 1.0)?;
+        fraction("safety_margin", self.safety_margin, 0.0, 0.9)?;
+        fraction("reserve_tolerance", self.reserve_tolerance, 0.0, 1.0)?;
+        fraction("latency_slack_hold", self.latency_slack_hold, -1.0, 1.0)?;
+        fraction("latency_slack_shrink", self.latency_slack_shrink, -1.0, 1.0)?;
+        fraction("latency_shrink_fraction", self.latency_shrink_fraction, 0.0, 1.0)?;
+        if self.latency_slack_shrink > self.latency_slack_hold {
+            return Err(ConfigError {
+                key: "latency_slack_shrink",
+                problem: format!(
+                    "{} is above latency_slack_hold ({}); training would shrink before it stops growing",
+                    self.latency_slack_shrink, self.latency_slack_hold
+                ),
+            });
+        }
+        if self.grow_max_step == 0 {
+            return Err(ConfigError { key: "grow_max_step", problem: "must be at least 1".into() });
+        }
+        if self.trend_window.is_zero() {
+            return Err(ConfigError { key: "trend_window", problem: "must be longer than 0s".into() });
+        }
+        Ok(())
+    }
+}
+
+/// Deserializes a humantime duration such as `500ms`, `15s`, `1h 30m`.
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(&s).map_err(|e| {
+        serde::de::Error::custom(format!("`{s}` is not a duration ({e}); write it like 500ms, 15s, 5m or 1h 30m"))
+    })
+}

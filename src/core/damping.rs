@@ -1,0 +1,97 @@
+//! What the core remembers between decisions so growth is damped: a short history of how many
+//! workers each job could have had, and when the latency guard last shrank a service's nodes.
+//! It is plain data fed by `now` from the snapshot, never by a clock.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use super::config::Config;
+use super::snapshot::Job;
+
+#[derive(Clone, Debug, Default)]
+pub struct Memory {
+    /// Per job: (time, workers the capacity allowed then), oldest first.
+    possible: HashMap<String, VecDeque<(Duration, u32)>>,
+    /// Per service: when the latency guard last shrank training on its nodes.
+    guard_shrunk_at: HashMap<String, Duration>,
+}
+
+/// How a job may move this decision, and why growth was held back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrowVerdict {
+    pub allowed: u32,
+    pub held_back: Option<String>,
+}
+
+impl Memory {
+    /// Records that `possible` workers would fit for `job` now and returns how many it may have.
+    ///
+    /// Shrinks (possible <= target) pass through at once. Growth is allowed only up to the
+    /// smallest `possible` seen during the stabilization window, at most `grow_max_step` more
+    /// than now, and only when the gain pays back the job's rescale pause within `grow_payback`.
+    pub fn damp_growth(&mut self, job: &Job, possible: u32, now: Duration, config: &Config) -> GrowVerdict {
+        let history = self.possible.entry(job.name.clone()).or_default();
+        history.push_back((now, possible));
+        let window_start = now.saturating_sub(config.grow_stabilization);
+        while history.len() > 1 && history.front().is_some_and(|(t, _)| *t < window_start) {
+            history.pop_front();
+        }
+        let current = job.target_workers;
+        if possible <= current {
+            return GrowVerdict { allowed: possible, held_back: None };
+        }
+        if job.rescaling {
+            return GrowVerdict { allowed: current, held_back: Some("the master is still applying the last change".into()) };
+        }
+        let stable = history.iter().map(|(_, p)| *p).min().unwrap_or(possible);
+        let mut allowed = stable.min(current.saturating_add(config.grow_max_step));
+        let mut held_back = None;
+        if stable < possible {
+            held_back = Some(format!(
+                "room for {possible} workers, but only {stable} have fitted throughout the last {}",
+                humantime::format_duration(config.grow_stabilization)
+            ));
+        } else if allowed < possible {
+            held_back = Some(format!("growth is limited to {} workers per step", config.grow_max_step));
+        }
+        if current == 0 && allowed < job.min_workers {
+            return GrowVerdict { allowed: 0, held_back: held_back.or(Some("its floor does not fit yet".into())) };
+        }
+        if current > 0 && allowed > current {
+            // Gain as a fraction of current throughput (linear scaling is an upper bound), paid
+            // for by pausing every worker for rescale_cost.
+            let gain = (allowed - current) as f64 / current as f64;
+            let pays_back = gain * config.grow_payback.as_secs_f64() >= job.rescale_cost.as_secs_f64();
+            if !pays_back {
+                return GrowVerdict {
+                    allowed: current,
+                    held_back: Some(format!(
+                        "+{} workers would not pay back a {} pause within {}",
+                        allowed - current,
+                        humantime::format_duration(job.rescale_cost),
+                        humantime::format_duration(config.grow_payback)
+                    )),
+                };
+            }
+        }
+        allowed = allowed.max(current);
+        GrowVerdict { allowed, held_back }
+    }
+
+    /// True (and remembered) when the latency guard may shrink `service`'s nodes again now.
+    pub fn guard_may_shrink(&mut self, service: &str, now: Duration, config: &Config) -> bool {
+        match self.guard_shrunk_at.get(service) {
+            Some(t) if now.saturating_sub(*t) < config.latency_guard_interval => false,
+            _ => {
+                self.guard_shrunk_at.insert(service.to_string(), now);
+                true
+            }
+        }
+    }
+
+    /// Drops state of jobs and services that are gone.
+    pub fn retain(&mut self, jobs: &[&str], services: &[&str]) {
+        self.possible.retain(|k, _| jobs.contains(&k.as_str()));
+        self.guard_shrunk_at.retain(|k, _| services.contains(&k.as_str()));
+    }
+}

@@ -1,0 +1,124 @@
+//! The decision: snapshot in, intents out. Shrinks are decided here in full; growth passes
+//! through the damping memory. Deterministic for a given sequence of snapshots.
+
+use std::collections::BTreeSet;
+
+use super::capacity::{node_rooms, online_needs, OnlineNeed};
+use super::config::Config;
+use super::damping::Memory;
+use super::guard::apply_latency_guard;
+use super::intent::{NodeCapacity, Reason, ScaleIntent};
+use super::plan::{plan_jobs, JobPlan};
+use super::resources::Resources;
+use super::snapshot::Snapshot;
+
+/// Everything one decision produced.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    pub intents: Vec<ScaleIntent>,
+    pub nodes: Vec<NodeCapacity>,
+    pub online_needs: Vec<OnlineNeed>,
+    /// Things a person should know that are not intents (services that cannot fit at all).
+    pub notes: Vec<String>,
+}
+
+impl Decision {
+    /// Residual capacity for training summed over nodes.
+    pub fn training_room(&self) -> Resources {
+        self.nodes.iter().map(|n| n.training_room.clamp_non_negative()).sum()
+    }
+}
+
+/// The decision core with its memory. One per controller (or per replayed policy run).
+#[derive(Clone, Debug)]
+pub struct Core {
+    config: Config,
+    memory: Memory,
+}
+
+impl Core {
+    pub fn new(config: Config) -> Self {
+        Core { config, memory: Memory::default() }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn decide(&mut self, snap: &Snapshot) -> Decision {
+        let needs = online_needs(snap, &self.config);
+        let (mut rooms, notes) = node_rooms(snap, &needs, &self.config);
+        apply_latency_guard(snap, &mut rooms, &mut self.memory, &self.config);
+        let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
+        let plans = plan_jobs(snap, &mut rooms, &mut self.memory, &self.config);
+
+        let jobs: Vec<&str> = snap.jobs.iter().map(|j| j.name.as_str()).collect();
+        let services: Vec<&str> = snap.services.iter().map(|s| s.name.as_str()).collect();
+        self.memory.retain(&jobs, &services);
+
+        let intents = snap
+            .jobs
+            .iter()
+            .zip(&plans)
+            .filter_map(|(job, plan)| intent_for(&job.name, job.target_workers, plan, &rooms))
+            .collect();
+        let nodes = rooms
+            .iter()
+            .zip(initial)
+            .map(|(r, initial)| NodeCapacity {
+                node: r.name.clone(),
+                allocatable: r.allocatable,
+                reserved_online: r.reserved,
+                training_room: initial.clamp_non_negative(),
+                training_planned: (initial - r.training_room).clamp_non_negative(),
+            })
+            .collect();
+        Decision { intents, nodes, online_needs: needs, notes }
+    }
+}
+
+fn intent_for(job: &str, from: u32, plan: &JobPlan, rooms: &[super::capacity::NodeRoom]) -> Option<ScaleIntent> {
+    let target = plan.target();
+    if target == from {
+        return None;
+    }
+    let release_pods: Vec<String> = if target < from { plan.released.iter().map(|(n, _)| n.clone()).collect() } else { Vec::new() };
+    let nodes: BTreeSet<usize> = plan.released.iter().filter_map(|(_, n)| *n).collect();
+    let release_nodes: Vec<String> = nodes.iter().map(|&i| rooms[i].name.clone()).collect();
+
+    if target > from {
+        let reason = if from == 0 { Reason::Start } else { Reason::Grow };
+        let mut why = format!("{job}: {from} -> {target} workers: spare room for training");
+        if let Some(h) = &plan.held_back {
+            why.push_str(&format!(" (held back: {h})"));
+        }
+        return Some(ScaleIntent { job: job.to_string(), from, target, release_pods, release_nodes, reason, why });
+    }
+
+    // Shrink: the reason is the strongest pressure on the nodes its workers leave.
+    let mut causes: BTreeSet<(Reason, String)> = BTreeSet::new();
+    for &i in &nodes {
+        if rooms[i].pressure.is_empty() {
+            causes.insert((Reason::HigherPriority, format!("{}: room taken by higher-priority jobs", rooms[i].name)));
+        }
+        for (reason, text) in &rooms[i].pressure {
+            causes.insert((*reason, format!("{}: {text}", rooms[i].name)));
+        }
+    }
+    let reason = if plan.gave_way {
+        Reason::GiveWay
+    } else {
+        causes.iter().map(|(r, _)| *r).min().unwrap_or(Reason::OnlineHeadroom)
+    };
+    let mut why = format!("{job}: {from} -> {target} workers");
+    if plan.gave_way {
+        why.push_str(": its floor no longer fits, so it gives way entirely");
+    }
+    if causes.is_empty() {
+        why.push_str(": workers it was starting no longer fit");
+    } else {
+        let list: Vec<&str> = causes.iter().map(|(_, t)| t.as_str()).collect();
+        why.push_str(&format!(": {}", list.join("; ")));
+    }
+    Some(ScaleIntent { job: job.to_string(), from, target, release_pods, release_nodes, reason, why })
+}

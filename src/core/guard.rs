@@ -1,0 +1,53 @@
+//! Heracles-style latency guard: when a service's p99 slack runs low, training stops growing on
+//! the nodes that host it; when the slack is gone, training there shrinks step by step.
+
+use std::collections::HashMap;
+
+use super::capacity::NodeRoom;
+use super::config::Config;
+use super::damping::Memory;
+use super::intent::Reason;
+use super::resources::Resources;
+use super::snapshot::{PodClass, Snapshot};
+
+pub fn apply_latency_guard(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, config: &Config) {
+    let index: HashMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let mut training_on: Vec<Resources> = vec![Resources::ZERO; rooms.len()];
+    let mut hosts: HashMap<&str, Vec<usize>> = HashMap::new();
+    for pod in &snap.pods {
+        let Some(&i) = pod.node.as_deref().and_then(|n| index.get(n)) else { continue };
+        match &pod.class {
+            PodClass::Worker { .. } if !pod.terminating => training_on[i] += pod.requests,
+            PodClass::Online { service } => hosts.entry(service.as_str()).or_default().push(i),
+            _ => {}
+        }
+    }
+    for svc in &snap.services {
+        let Some(lat) = svc.latency else { continue };
+        let Some(nodes) = hosts.get(svc.name.as_str()) else { continue };
+        let slack = lat.slack();
+        let (shrink, text) = match slack {
+            None => (false, format!("latency guard: {} p99 unknown or stale", svc.name)),
+            Some(s) if s < config.latency_slack_shrink => {
+                let may = memory.guard_may_shrink(&svc.name, snap.now, config);
+                (may, format!("latency guard: {} p99 slack {s:.2} below {:.2}", svc.name, config.latency_slack_shrink))
+            }
+            Some(s) if s < config.latency_slack_hold => {
+                (false, format!("latency guard: {} p99 slack {s:.2} below {:.2}", svc.name, config.latency_slack_hold))
+            }
+            Some(_) => continue,
+        };
+        let mut seen = nodes.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        for i in seen {
+            let room = &mut rooms[i];
+            room.hold_growth = true;
+            if shrink && !training_on[i].is_zero() {
+                let cap = training_on[i].scaled_up(1.0 - config.latency_shrink_fraction) - Resources::new(1, 1, 0);
+                room.training_room = room.training_room.min(cap.clamp_non_negative());
+                room.pressure.push((Reason::LatencyGuard, text.clone()));
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The decision core: pure, synchronous, no I/O, no clock, no randomness.
+//! `run` and `replay` both feed it snapshots and act on its intents.
+
+pub mod capacity;
+pub mod config;
+pub mod damping;
+pub mod decide;
+pub mod guard;
+pub mod intent;
+pub mod plan;
+pub mod resources;
+pub mod snapshot;
+
+pub use config::Config;
+pub use decide::{Core, Decision};
+pub use intent::{NodeCapacity, Reason, ScaleIntent};
+pub use resources::Resources;
+pub use snapshot::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Service, Snapshot};

@@ -1,0 +1,269 @@
+//! Packing workers into the per-node training room: keep what still fits (higher priority
+//! first), give way when a floor cannot be kept, then fill the rest by priority and weighted
+//! dominant resource share, one worker at a time, each on a node where it fits.
+
+use std::collections::HashMap;
+
+use super::capacity::NodeRoom;
+use super::config::Config;
+use super::damping::Memory;
+use super::resources::Resources;
+use super::snapshot::{Job, PodClass, Snapshot};
+
+/// The plan for one job.
+#[derive(Clone, Debug, Default)]
+pub struct JobPlan {
+    /// Bound workers that stay.
+    pub kept: u32,
+    /// Workers the master is starting (pending or not yet created) that still fit.
+    pub kept_starting: u32,
+    /// Workers added by this plan.
+    pub granted: u32,
+    /// Worker pods to release, with the node they are on (None for pending pods).
+    pub released: Vec<(String, Option<usize>)>,
+    /// Workers to drop that have no pod yet.
+    pub released_unnamed: u32,
+    pub gave_way: bool,
+    pub held_back: Option<String>,
+}
+
+impl JobPlan {
+    pub fn target(&self) -> u32 {
+        if self.gave_way {
+            0
+        } else {
+            self.kept + self.kept_starting + self.granted
+        }
+    }
+}
+
+struct Worker<'a> {
+    name: &'a str,
+    node: usize,
+    requests: Resources,
+}
+
+/// Worker pods of one job as found in the snapshot.
+#[derive(Default)]
+struct JobPods<'a> {
+    bound: Vec<Worker<'a>>,
+    pending: Vec<&'a str>,
+}
+
+pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, config: &Config) -> Vec<JobPlan> {
+    let index: HashMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let total: Resources = rooms.iter().filter(|r| r.schedulable).map(|r| r.allocatable).sum();
+    let job_index: HashMap<&str, usize> = snap.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
+    let mut pods: Vec<JobPods> = snap.jobs.iter().map(|_| JobPods::default()).collect();
+    for pod in &snap.pods {
+        let PodClass::Worker { job } = &pod.class else { continue };
+        let Some(&j) = job_index.get(job.as_str()) else { continue };
+        if pod.terminating {
+            continue;
+        }
+        match pod.node.as_deref().and_then(|n| index.get(n)) {
+            Some(&node) => pods[j].bound.push(Worker { name: &pod.name, node, requests: pod.requests }),
+            None => pods[j].pending.push(&pod.name),
+        }
+    }
+    for p in &mut pods {
+        p.bound.sort_by(|a, b| a.node.cmp(&b.node).then(a.name.cmp(b.name)));
+        p.pending.sort_unstable();
+    }
+
+    let mut plans: Vec<JobPlan> = snap.jobs.iter().map(|_| JobPlan::default()).collect();
+    let mut levels: Vec<i32> = snap.jobs.iter().map(|j| j.priority).collect();
+    levels.sort_unstable_by(|a, b| b.cmp(a));
+    levels.dedup();
+
+    for level in levels {
+        let mut members: Vec<usize> = (0..snap.jobs.len()).filter(|&j| snap.jobs[j].priority == level).collect();
+        members.sort_by(|&a, &b| snap.jobs[a].name.cmp(&snap.jobs[b].name));
+        // Room still held by lower-priority workers: growth avoids it when it can.
+        let mut held_below = vec![Resources::ZERO; rooms.len()];
+        for (j, job) in snap.jobs.iter().enumerate() {
+            if job.priority < level {
+                for w in &pods[j].bound {
+                    held_below[w.node] += w.requests;
+                }
+            }
+        }
+
+        for &j in &members {
+            keep_workers(&snap.jobs[j], &pods[j], rooms, &held_below, &mut plans[j]);
+        }
+
+        // What each job could have: a dry run of the fill on a copy of the rooms.
+        let mut trial_rooms = rooms.to_vec();
+        let mut entries: Vec<FillEntry> = members
+            .iter()
+            .filter(|&&j| !plans[j].gave_way)
+            .map(|&j| FillEntry::new(j, &snap.jobs[j], &plans[j], snap.jobs[j].max_workers))
+            .collect();
+        water_fill(&mut trial_rooms, &held_below, &mut entries, &total);
+        for e in &mut entries {
+            let job = &snap.jobs[e.job];
+            let plan = &mut plans[e.job];
+            let had_to_release = !plan.released.is_empty() || plan.released_unnamed > 0;
+            // After a shrink, growth waits for the window: the dip is what the window sees.
+            let possible = if had_to_release { e.start } else { e.count };
+            let verdict = memory.damp_growth(job, possible, snap.now, config);
+            plan.held_back = verdict.held_back;
+            e.cap = verdict.allowed.max(e.start);
+            e.count = e.start;
+            e.placed.clear();
+            e.active = true;
+        }
+        water_fill(rooms, &held_below, &mut entries, &total);
+        for e in &entries {
+            plans[e.job].granted = e.count - e.start;
+        }
+    }
+    plans
+}
+
+/// Keeps the job's bound workers that still fit where they are, then the workers it is
+/// starting; releases the rest. A job that cannot keep its floor gives way entirely.
+fn keep_workers(job: &Job, pods: &JobPods, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
+    let mut taken: Vec<(usize, Resources)> = Vec::new();
+    for w in &pods.bound {
+        let room = &mut rooms[w.node];
+        if w.requests.fits_in(&room.training_room) {
+            room.training_room -= w.requests;
+            taken.push((w.node, w.requests));
+            plan.kept += 1;
+        } else {
+            plan.released.push((w.name.to_string(), Some(w.node)));
+        }
+    }
+    let starting = job.target_workers.saturating_sub(pods.bound.len() as u32);
+    let mut pending = pods.pending.iter();
+    for _ in 0..starting {
+        let name = pending.next();
+        match place_worker(rooms, held_below, &job.worker, true) {
+            Some(node) => {
+                taken.push((node, job.worker));
+                plan.kept_starting += 1;
+            }
+            None => match name {
+                Some(n) => plan.released.push((n.to_string(), None)),
+                None => plan.released_unnamed += 1,
+            },
+        }
+    }
+    // Pending pods beyond the target are leftovers the master will remove anyway.
+    let kept = plan.kept + plan.kept_starting;
+    if kept == 0 || kept >= job.min_workers {
+        plan.gave_way = kept == 0 && job.target_workers > 0;
+        return;
+    }
+    // Below the floor: try to restore it elsewhere before giving up the whole job.
+    for _ in kept..job.min_workers {
+        match place_worker(rooms, held_below, &job.worker, false) {
+            Some(node) => {
+                taken.push((node, job.worker));
+                plan.kept_starting += 1;
+            }
+            None => {
+                for (node, r) in taken {
+                    rooms[node].training_room += r;
+                }
+                plan.gave_way = true;
+                plan.released = pods.bound.iter().map(|w| (w.name.to_string(), Some(w.node))).collect();
+                plan.released.extend(pods.pending.iter().map(|n| (n.to_string(), None)));
+                plan.kept = 0;
+                plan.kept_starting = 0;
+                return;
+            }
+        }
+    }
+}
+
+/// Picks a node for one worker and takes the room: best fit among nodes where it needs no
+/// lower-priority worker to leave, else best fit among nodes where it fits at all.
+fn place_worker(rooms: &mut [NodeRoom], held_below: &[Resources], worker: &Resources, ignore_hold: bool) -> Option<usize> {
+    let mut best: Option<(bool, i64, i64, usize)> = None;
+    for (i, room) in rooms.iter().enumerate() {
+        if !room.schedulable || (room.hold_growth && !ignore_hold) || !worker.fits_in(&room.training_room) {
+            continue;
+        }
+        let displaces = !worker.fits_in(&(room.training_room - held_below[i]));
+        let left = room.training_room - *worker;
+        let key = (displaces, left.cpu_milli, left.memory_bytes, i);
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+        }
+    }
+    let (_, _, _, i) = best?;
+    rooms[i].training_room -= *worker;
+    Some(i)
+}
+
+struct FillEntry {
+    job: usize,
+    worker: Resources,
+    weight: f64,
+    min: u32,
+    start: u32,
+    count: u32,
+    cap: u32,
+    placed: Vec<usize>,
+    active: bool,
+}
+
+impl FillEntry {
+    fn new(j: usize, job: &Job, plan: &JobPlan, cap: u32) -> Self {
+        let start = plan.kept + plan.kept_starting;
+        FillEntry {
+            job: j,
+            worker: job.worker,
+            weight: if job.weight > 0.0 { job.weight } else { 1.0 },
+            min: job.min_workers.max(1),
+            start,
+            count: start,
+            cap,
+            placed: Vec::new(),
+            active: true,
+        }
+    }
+
+    fn share(&self, total: &Resources) -> f64 {
+        self.worker.times(self.count as i64).dominant_share(total) / self.weight
+    }
+}
+
+/// Weighted dominant-resource-share water filling: the job furthest below its fair share gets
+/// the next worker; a job at zero gets its whole floor at once or nothing (gang floor).
+fn water_fill(rooms: &mut [NodeRoom], held_below: &[Resources], entries: &mut [FillEntry], total: &Resources) {
+    loop {
+        let next = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.active)
+            .min_by(|(ia, a), (ib, b)| a.share(total).total_cmp(&b.share(total)).then(ia.cmp(ib)))
+            .map(|(i, _)| i);
+        let Some(i) = next else { return };
+        let e = &mut entries[i];
+        let need = if e.count == 0 { e.min } else { 1 };
+        if e.count + need > e.cap {
+            e.active = false;
+            continue;
+        }
+        let mut got = Vec::with_capacity(need as usize);
+        for _ in 0..need {
+            match place_worker(rooms, held_below, &e.worker, false) {
+                Some(node) => got.push(node),
+                None => break,
+            }
+        }
+        if got.len() < need as usize {
+            for node in got {
+                rooms[node].training_room += e.worker;
+            }
+            e.active = false;
+            continue;
+        }
+        e.count += need;
+        e.placed.extend(got);
+    }
+}

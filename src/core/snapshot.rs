@@ -1,0 +1,116 @@
+//! What the decision core sees: one consistent picture of the cluster at `now`.
+//!
+//! The live controller builds it from reflector stores and samplers; replay builds it from the
+//! simulated cluster. Nothing here knows where it came from.
+
+use std::time::Duration;
+
+use super::resources::Resources;
+
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Time of the snapshot, on a clock the caller owns (simulated seconds or Unix time).
+    pub now: Duration,
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    pub services: Vec<Service>,
+    pub jobs: Vec<Job>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub allocatable: Resources,
+    /// False for cordoned or not-ready nodes: nothing new lands there.
+    pub schedulable: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodClass {
+    /// A replica of a latency-critical service.
+    Online { service: String },
+    /// A worker of an elastic training job.
+    Worker { job: String },
+    /// A training job's master; never released by the controller.
+    Master { job: String },
+    /// DaemonSets and everything else the controller does not manage.
+    System,
+}
+
+#[derive(Clone, Debug)]
+pub struct Pod {
+    pub name: String,
+    pub class: PodClass,
+    /// `None` while the pod waits for the scheduler.
+    pub node: Option<String>,
+    pub requests: Resources,
+    /// Ready to serve (online pods) or to train (workers).
+    pub ready: bool,
+    /// Deletion requested; it still holds its node until it is gone.
+    pub terminating: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Service {
+    pub name: String,
+    /// Requests of one replica.
+    pub replica: Resources,
+    pub hpa: Option<Hpa>,
+    /// Recent load samples (requests/s), oldest first; used for the trend only.
+    pub load: Vec<Sample>,
+    pub latency: Option<Latency>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Hpa {
+    pub min_replicas: u32,
+    pub max_replicas: u32,
+    /// `status.currentReplicas`.
+    pub current_replicas: u32,
+    /// `status.desiredReplicas`: pods the HPA has decided on, possibly not created yet.
+    pub desired_replicas: u32,
+    /// Latest observation of the scaling metric: utilization of ready pods vs the target.
+    pub metric: Option<HpaMetric>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct HpaMetric {
+    pub current: f64,
+    pub target: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub at: Duration,
+    pub value: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Latency {
+    /// Observed p99; `None` when the sample is missing or stale (treated conservatively).
+    pub p99: Option<Duration>,
+    pub slo_p99: Duration,
+}
+
+impl Latency {
+    /// Heracles' slack: 1 - p99/SLO. Unknown latency has no slack.
+    pub fn slack(&self) -> Option<f64> {
+        self.p99.map(|p| 1.0 - p.as_secs_f64() / self.slo_p99.as_secs_f64().max(1e-9))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub name: String,
+    pub priority: i32,
+    pub weight: f64,
+    pub worker: Resources,
+    pub min_workers: u32,
+    pub max_workers: u32,
+    /// The worker count the job's master is currently steering to (`workers.target`).
+    pub target_workers: u32,
+    /// The master is still applying a change (`phase: Rescaling`).
+    pub rescaling: bool,
+    /// Every membership change pauses the job this long.
+    pub rescale_cost: Duration,
+}

@@ -1,0 +1,4 @@
+//! colocate: fills the headroom online services keep with elastic training jobs.
+
+pub mod core;
+pub mod sim;
