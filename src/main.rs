@@ -1,1 +1,26 @@
-fn main() {}
+//! `colocate` binary: clap wiring only.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Replay(args) => match cli::replay::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(cli::replay::ReplayError::BadInput(e)) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+            Err(cli::replay::ReplayError::Other(e)) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

@@ -112,7 +112,11 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
                             "metric {:.2} vs target {:.2}{} implies {forecast} replicas at the next HPA sync",
                             m.current,
                             m.target,
-                            if trend > 1.0 { format!(" (load rising x{trend:.2} over {:?})", config.forecast_horizon) } else { String::new() },
+                            if trend > 1.0 {
+                                format!(" (load rising x{trend:.2} over {:?})", config.forecast_horizon)
+                            } else {
+                                String::new()
+                            },
                         );
                     }
                 }
@@ -214,7 +218,9 @@ pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Ve
         let mut placed: Vec<_> = per_node.into_iter().collect();
         placed.sort();
         for (i, n) in placed {
-            rooms[i].pressure.push((Reason::OnlineHeadroom, format!("{n} {} pod(s) coming ({})", need.service, need.because)));
+            rooms[i]
+                .pressure
+                .push((Reason::OnlineHeadroom, format!("{n} {} pod(s) coming ({})", need.service, need.because)));
         }
     }
 
@@ -257,8 +263,14 @@ mod tests {
         let f = load_trend_factor(&rising, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15));
         assert!((f - 145.0 / 130.0).abs() < 1e-9, "{f}");
         let falling = [s(0, 130.0), s(10, 120.0), s(20, 110.0)];
-        assert_eq!(load_trend_factor(&falling, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)), 1.0);
+        assert_eq!(
+            load_trend_factor(&falling, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)),
+            1.0
+        );
         let old = [s(0, 100.0), s(1, 200.0)];
-        assert_eq!(load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)), 1.0);
+        assert_eq!(
+            load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)),
+            1.0
+        );
     }
 }

@@ -106,10 +106,36 @@ impl Config {
     }
 }
 
-/// Deserializes a humantime duration such as `500ms`, `15s`, `1h 30m`.
+/// Deserializes a humantime duration such as `500ms`, `15s`, `1h 30m`. A bare number is refused
+/// with a hint, since `15` could mean seconds or milliseconds.
 pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| {
-        serde::de::Error::custom(format!("`{s}` is not a duration ({e}); write it like 500ms, 15s, 5m or 1h 30m"))
-    })
+    d.deserialize_any(DurationVisitor)
+}
+
+struct DurationVisitor;
+
+const DURATION_HINT: &str = "a duration such as 500ms, 15s, 5m or 1h 30m";
+
+impl serde::de::Visitor<'_> for DurationVisitor {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(DURATION_HINT)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Duration, E> {
+        humantime::parse_duration(s.trim()).map_err(|e| E::custom(format!("`{s}` is not {DURATION_HINT} ({e})")))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Duration, E> {
+        Err(E::custom(format!("`{v}` has no unit; write {DURATION_HINT}")))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Duration, E> {
+        Err(E::custom(format!("`{v}` has no unit; write {DURATION_HINT}")))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Duration, E> {
+        Err(E::custom(format!("`{v}` has no unit; write {DURATION_HINT}")))
+    }
 }

@@ -41,7 +41,10 @@ impl Memory {
             return GrowVerdict { allowed: possible, held_back: None };
         }
         if job.rescaling {
-            return GrowVerdict { allowed: current, held_back: Some("the master is still applying the last change".into()) };
+            return GrowVerdict {
+                allowed: current,
+                held_back: Some("the master is still applying the last change".into()),
+            };
         }
         let stable = history.iter().map(|(_, p)| *p).min().unwrap_or(possible);
         let mut allowed = stable.min(current.saturating_add(config.grow_max_step));

@@ -82,7 +82,8 @@ fn intent_for(job: &str, from: u32, plan: &JobPlan, rooms: &[super::capacity::No
     if target == from {
         return None;
     }
-    let release_pods: Vec<String> = if target < from { plan.released.iter().map(|(n, _)| n.clone()).collect() } else { Vec::new() };
+    let release_pods: Vec<String> =
+        if target < from { plan.released.iter().map(|(n, _)| n.clone()).collect() } else { Vec::new() };
     let nodes: BTreeSet<usize> = plan.released.iter().filter_map(|(_, n)| *n).collect();
     let release_nodes: Vec<String> = nodes.iter().map(|&i| rooms[i].name.clone()).collect();
 

@@ -181,7 +181,12 @@ fn keep_workers(job: &Job, pods: &JobPods, rooms: &mut [NodeRoom], held_below: &
 
 /// Picks a node for one worker and takes the room: best fit among nodes where it needs no
 /// lower-priority worker to leave, else best fit among nodes where it fits at all.
-fn place_worker(rooms: &mut [NodeRoom], held_below: &[Resources], worker: &Resources, ignore_hold: bool) -> Option<usize> {
+fn place_worker(
+    rooms: &mut [NodeRoom],
+    held_below: &[Resources],
+    worker: &Resources,
+    ignore_hold: bool,
+) -> Option<usize> {
     let mut best: Option<(bool, i64, i64, usize)> = None;
     for (i, room) in rooms.iter().enumerate() {
         if !room.schedulable || (room.hold_growth && !ignore_hold) || !worker.fits_in(&room.training_room) {

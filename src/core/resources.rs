@@ -25,9 +25,7 @@ impl Resources {
 
     /// `self` fits into `room` in every dimension.
     pub fn fits_in(&self, room: &Resources) -> bool {
-        self.cpu_milli <= room.cpu_milli
-            && self.memory_bytes <= room.memory_bytes
-            && self.gpu <= room.gpu
+        self.cpu_milli <= room.cpu_milli && self.memory_bytes <= room.memory_bytes && self.gpu <= room.gpu
     }
 
     pub fn is_zero(&self) -> bool {
@@ -36,11 +34,7 @@ impl Resources {
 
     /// Component-wise maximum with zero: capacity never goes negative when shown.
     pub fn clamp_non_negative(self) -> Resources {
-        Resources {
-            cpu_milli: self.cpu_milli.max(0),
-            memory_bytes: self.memory_bytes.max(0),
-            gpu: self.gpu.max(0),
-        }
+        Resources { cpu_milli: self.cpu_milli.max(0), memory_bytes: self.memory_bytes.max(0), gpu: self.gpu.max(0) }
     }
 
     pub fn min(self, other: Resources) -> Resources {
@@ -52,11 +46,7 @@ impl Resources {
     }
 
     pub fn times(self, n: i64) -> Resources {
-        Resources {
-            cpu_milli: self.cpu_milli * n,
-            memory_bytes: self.memory_bytes * n,
-            gpu: self.gpu * n,
-        }
+        Resources { cpu_milli: self.cpu_milli * n, memory_bytes: self.memory_bytes * n, gpu: self.gpu * n }
     }
 
     /// Each dimension scaled by `f` and rounded up, so a margin never rounds to zero.
@@ -159,7 +149,9 @@ pub fn format_cpu(milli: i64) -> String {
 pub enum QuantityError {
     #[error("empty quantity")]
     Empty,
-    #[error("`{0}` is not a Kubernetes quantity (expected a number with an optional suffix such as 500m, 2, 512Mi, 4Gi)")]
+    #[error(
+        "`{0}` is not a Kubernetes quantity (expected a number with an optional suffix such as 500m, 2, 512Mi, 4Gi)"
+    )]
     Malformed(String),
     #[error("`{0}` is negative; a resource amount must be zero or more")]
     Negative(String),
@@ -175,9 +167,7 @@ fn parse_quantity(s: &str, unit_scale: f64) -> Result<i64, QuantityError> {
         return Err(QuantityError::Empty);
     }
     let malformed = || QuantityError::Malformed(s.to_string());
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     if num.is_empty() {
         return Err(malformed());

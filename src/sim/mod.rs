@@ -1,1 +1,21 @@
-//! Simulated cluster and replay.
+//! Replay: scenario files (scenario-v1), a simulated cluster around the decision core, the
+//! baseline policies, and the report.
+
+pub mod chart;
+pub mod cluster;
+pub mod engine;
+pub mod error;
+pub mod jobs;
+pub mod load;
+pub mod policy;
+pub mod replay;
+pub mod report;
+pub mod scenario;
+pub mod service;
+pub mod snapshot;
+pub mod units;
+
+pub use error::ScenarioError;
+pub use policy::Policy;
+pub use replay::{replay, ReplayOutput};
+pub use scenario::Scenario;

@@ -1,0 +1,19 @@
+//! Command-line wiring: clap definitions and the commands they run.
+
+pub mod replay;
+
+use clap::{Parser, Subcommand};
+
+/// Fill the headroom online services keep with elastic training jobs.
+#[derive(Debug, Parser)]
+#[command(name = "colocate", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay load-spike scenarios against a simulated cluster and compare policies side by side.
+    Replay(replay::ReplayArgs),
+}

@@ -1,0 +1,112 @@
+//! `colocate replay`: load scenarios, run every policy, print the table, write the artifacts.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use colocate::sim::chart::render_svg;
+use colocate::sim::replay::steps;
+use colocate::sim::report::timeline_csv;
+use colocate::sim::{replay, Policy, ReplayOutput, Scenario, ScenarioError};
+
+/// The scenario replayed when none is named: shipped in the binary, so it needs no files.
+pub const DEFAULT_SCENARIO_PATH: &str = "scenarios/elasticdl-nginx.yaml";
+const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/elasticdl-nginx.yaml");
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Scenario files (scenario format v1). Without any, the embedded elasticdl-nginx scenario.
+    pub scenarios: Vec<PathBuf>,
+    /// Print report v1 as JSON on stdout instead of the table (one line per scenario when
+    /// several are given).
+    #[arg(long)]
+    pub json: bool,
+    /// Write report.json, timeline.csv and chart.svg here (a folder per scenario when several).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Policies to compare, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "colocate,preemption,gang,online-only")]
+    pub policies: Vec<Policy>,
+    /// No progress bar, even on a terminal.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Failures of `replay`: bad input exits with 2, anything else with 1.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    BadInput(#[from] ScenarioError),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+pub fn run(args: &ReplayArgs) -> Result<(), ReplayError> {
+    // Load and check every scenario before running any: a typo in the third file should not
+    // cost the time of the first two.
+    let scenarios: Vec<Scenario> = if args.scenarios.is_empty() {
+        vec![Scenario::parse(Path::new(DEFAULT_SCENARIO_PATH), DEFAULT_SCENARIO)?]
+    } else {
+        args.scenarios.iter().map(|p| Scenario::load(p)).collect::<Result<_, _>>()?
+    };
+    let several = scenarios.len() > 1;
+    for scenario in &scenarios {
+        let output = run_one(scenario, &args.policies, !args.quiet && !args.json)?;
+        if args.json {
+            let json = serde_json::to_string(&output.report).context("serializing the report")?;
+            println!("{json}");
+        } else {
+            print!("{}", output.report.table());
+        }
+        if let Some(dir) = &args.out {
+            let dir = if several { dir.join(&scenario.spec.name) } else { dir.clone() };
+            write_artifacts(&dir, scenario, &output)?;
+            if !args.json {
+                println!("wrote {}/report.json, timeline.csv, chart.svg", dir.display());
+            }
+        }
+        if several && !args.json {
+            println!();
+        }
+    }
+    Ok(())
+}
+
+fn run_one(scenario: &Scenario, policies: &[Policy], show_progress: bool) -> anyhow::Result<ReplayOutput> {
+    let total = steps(scenario) * policies.len() as u64;
+    let bar = if show_progress && std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:40}] {percent}% ({eta} left)")
+                .context("progress bar template")?
+                .progress_chars("=> "),
+        );
+        bar.set_message(format!("replaying {}", scenario.spec.name));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let output = replay(scenario, policies, &|done| bar.set_position(done));
+    bar.finish_and_clear();
+    Ok(output)
+}
+
+fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: &str, body: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))
+    };
+    write("report.json", &(serde_json::to_string_pretty(&output.report)? + "\n"))?;
+    let panels: Vec<(&str, &[_])> =
+        output.report.results.iter().zip(&output.timelines).map(|(r, t)| (r.policy.as_str(), t.as_slice())).collect();
+    let services: Vec<String> = scenario.spec.services.iter().map(|s| s.name.clone()).collect();
+    let jobs: Vec<String> = scenario.spec.jobs.iter().map(|j| j.name.clone()).collect();
+    write("timeline.csv", &timeline_csv(&panels, &services, &jobs))?;
+    let title = format!("{}: CPU allocation by class (dashed: target)", scenario.spec.name);
+    write("chart.svg", &render_svg(&title, &panels, output.report.target_utilization))?;
+    Ok(())
+}

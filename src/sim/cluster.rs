@@ -1,0 +1,294 @@
+//! The simulated cluster: nodes, pods, and a scheduler that binds pending pods (online pods
+//! spread to the freest node, workers packed best-fit) and, where the policy allows, preempts
+//! lower-priority workers for an online pod that does not fit.
+
+use std::collections::BTreeMap;
+
+use crate::core::Resources;
+
+pub type PodId = u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodKind {
+    System,
+    Online { service: usize },
+    Worker { job: usize },
+}
+
+#[derive(Clone, Debug)]
+pub struct SimPod {
+    pub name: String,
+    pub kind: PodKind,
+    pub requests: Resources,
+    pub node: Option<usize>,
+    pub created_at: f64,
+    pub ready_at: Option<f64>,
+    /// Set once deletion is requested: the pod holds its node until then.
+    pub leaving_at: Option<f64>,
+    /// Node a preemptor waits for while its victims leave.
+    pub nominated: Option<usize>,
+}
+
+impl SimPod {
+    pub fn is_ready(&self, now: f64) -> bool {
+        self.node.is_some() && self.leaving_at.is_none() && self.ready_at.is_some_and(|r| r <= now)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SimNode {
+    pub name: String,
+    pub allocatable: Resources,
+    /// Requests of every pod bound here, leaving ones included.
+    pub used: Resources,
+}
+
+/// How an online pod that does not fit gets room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preemption {
+    /// It waits (the controller makes room).
+    Never,
+    /// The lowest-priority workers on one node are evicted.
+    Workers,
+    /// Whole jobs are evicted (rigid gang jobs cannot lose a worker).
+    WholeJobs,
+}
+
+/// Workers evicted to make room; the caller tells their jobs.
+#[derive(Debug, Default)]
+pub struct Evictions {
+    pub pods: Vec<(PodId, usize)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    pub nodes: Vec<SimNode>,
+    pub pods: BTreeMap<PodId, SimPod>,
+    next_id: PodId,
+}
+
+impl Cluster {
+    pub fn add_node(&mut self, name: String, allocatable: Resources) -> usize {
+        self.nodes.push(SimNode { name, allocatable, used: Resources::ZERO });
+        self.nodes.len() - 1
+    }
+
+    pub fn allocatable(&self) -> Resources {
+        self.nodes.iter().map(|n| n.allocatable).sum()
+    }
+
+    pub fn create(&mut self, name: String, kind: PodKind, requests: Resources, now: f64) -> PodId {
+        let id = self.next_id;
+        self.next_id += 1;
+        let pod = SimPod {
+            name,
+            kind,
+            requests,
+            node: None,
+            created_at: now,
+            ready_at: None,
+            leaving_at: None,
+            nominated: None,
+        };
+        self.pods.insert(id, pod);
+        id
+    }
+
+    pub fn bind(&mut self, id: PodId, node: usize, ready_at: f64) {
+        let pod = self.pods.get_mut(&id).expect("bind a live pod");
+        debug_assert!(pod.node.is_none());
+        pod.node = Some(node);
+        pod.nominated = None;
+        pod.ready_at = Some(ready_at);
+        self.nodes[node].used += pod.requests;
+    }
+
+    /// Requests deletion; the pod keeps its node for `grace` seconds (unbound pods go at once).
+    pub fn delete(&mut self, id: PodId, now: f64, grace: f64) {
+        let Some(pod) = self.pods.get_mut(&id) else { return };
+        if pod.leaving_at.is_some() {
+            return;
+        }
+        if pod.node.is_none() || grace <= 0.0 {
+            self.remove(id);
+        } else {
+            pod.leaving_at = Some(now + grace);
+        }
+    }
+
+    fn remove(&mut self, id: PodId) {
+        if let Some(pod) = self.pods.remove(&id) {
+            if let Some(n) = pod.node {
+                self.nodes[n].used -= pod.requests;
+            }
+        }
+    }
+
+    /// Removes pods whose grace period is over; returns them.
+    pub fn reap(&mut self, now: f64) -> Vec<SimPod> {
+        let gone: Vec<PodId> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.leaving_at.is_some_and(|t| t <= now + 1e-9))
+            .map(|(id, _)| *id)
+            .collect();
+        gone.into_iter()
+            .filter_map(|id| {
+                let pod = self.pods.get(&id).cloned();
+                self.remove(id);
+                pod
+            })
+            .collect()
+    }
+
+    pub fn free(&self, node: usize) -> Resources {
+        self.nodes[node].allocatable - self.nodes[node].used
+    }
+
+    /// Best node for a pod among those where it fits now: `spread` picks the freest
+    /// (the default scheduler's LeastAllocated), otherwise the tightest fit (bin packing).
+    pub fn pick_node(&self, requests: &Resources, spread: bool) -> Option<usize> {
+        let fitting = (0..self.nodes.len()).filter(|&n| requests.fits_in(&self.free(n)));
+        let key = |n: &usize| {
+            let f = self.free(*n);
+            (f.cpu_milli, f.memory_bytes)
+        };
+        if spread {
+            fitting.max_by_key(|n| (key(n), std::cmp::Reverse(*n)))
+        } else {
+            fitting.min_by_key(|n| (key(n), *n))
+        }
+    }
+
+    /// Binds pending pods, online first; returns workers evicted for online pods.
+    /// `ready_delay(pod)` gives each pod's startup time; `priority(job)` orders jobs.
+    pub fn schedule(
+        &mut self,
+        now: f64,
+        preemption: &dyn Fn(&SimPod) -> Preemption,
+        ready_delay: &dyn Fn(&SimPod) -> f64,
+        priority: &dyn Fn(usize) -> i32,
+        grace: f64,
+    ) -> Evictions {
+        let mut evictions = Evictions::default();
+        let mut pending: Vec<PodId> =
+            self.pods.iter().filter(|(_, p)| p.node.is_none() && p.leaving_at.is_none()).map(|(id, _)| *id).collect();
+        pending.sort_by_key(|id| {
+            let p = &self.pods[id];
+            match p.kind {
+                PodKind::System => (0, 0, *id),
+                PodKind::Online { .. } => (1, 0, *id),
+                PodKind::Worker { job } => (2, -priority(job), *id),
+            }
+        });
+        for id in pending {
+            let pod = &self.pods[&id];
+            let requests = pod.requests;
+            let online = matches!(pod.kind, PodKind::Online { .. });
+            let target = match pod.nominated {
+                Some(n) if requests.fits_in(&self.free(n)) => Some(n),
+                _ => self.pick_node(&requests, online),
+            };
+            if let Some(n) = target {
+                let delay = ready_delay(&self.pods[&id]);
+                self.bind(id, n, now + delay);
+                continue;
+            }
+            if let Some(n) = self.pods[&id].nominated {
+                let victims_leaving = self.pods.values().any(|p| p.node == Some(n) && p.leaving_at.is_some());
+                if victims_leaving {
+                    continue;
+                }
+                // The room it waited for went elsewhere: look again.
+                self.pods.get_mut(&id).expect("pending pod").nominated = None;
+            }
+            if !online {
+                continue;
+            }
+            let mode = preemption(&self.pods[&id]);
+            if mode == Preemption::Never {
+                continue;
+            }
+            if let Some((node, victims)) = self.find_victims(&requests, mode, priority) {
+                for (v, job) in victims {
+                    self.delete(v, now, grace);
+                    evictions.pods.push((v, job));
+                }
+                self.pods.get_mut(&id).expect("pending pod").nominated = Some(node);
+            }
+        }
+        evictions
+    }
+
+    /// Room on `node` once leaving pods are gone and other preemptors have what they wait for.
+    fn room_after_leavers(&self, node: usize) -> Resources {
+        let mut room = self.nodes[node].allocatable;
+        for p in self.pods.values() {
+            if p.node == Some(node) && p.leaving_at.is_none() {
+                room -= p.requests;
+            }
+            if p.node.is_none() && p.nominated == Some(node) {
+                room -= p.requests;
+            }
+        }
+        room
+    }
+
+    /// The node where the fewest lowest-priority workers (or whole jobs) make room.
+    fn find_victims(
+        &self,
+        requests: &Resources,
+        mode: Preemption,
+        priority: &dyn Fn(usize) -> i32,
+    ) -> Option<(usize, Vec<(PodId, usize)>)> {
+        // Room already coming from pods that are leaving: wait for it, evict nobody.
+        for n in 0..self.nodes.len() {
+            if requests.fits_in(&self.room_after_leavers(n)) {
+                return Some((n, Vec::new()));
+            }
+        }
+        let mut best: Option<(usize, Vec<(PodId, usize)>)> = None;
+        for n in 0..self.nodes.len() {
+            let mut room = self.room_after_leavers(n);
+            let mut candidates: Vec<(i32, PodId, usize)> = self
+                .pods
+                .iter()
+                .filter(|(_, p)| p.node == Some(n) && p.leaving_at.is_none())
+                .filter_map(|(id, p)| match p.kind {
+                    PodKind::Worker { job } => Some((priority(job), *id, job)),
+                    _ => None,
+                })
+                .collect();
+            // Lowest priority first, newest first within a priority.
+            candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            let mut victims = Vec::new();
+            let mut jobs_taken: Vec<usize> = Vec::new();
+            for (_, id, job) in candidates {
+                if requests.fits_in(&room) {
+                    break;
+                }
+                if mode == Preemption::WholeJobs {
+                    if jobs_taken.contains(&job) {
+                        continue;
+                    }
+                    jobs_taken.push(job);
+                    for (vid, vp) in self.pods.iter() {
+                        if vp.kind == (PodKind::Worker { job }) && vp.leaving_at.is_none() {
+                            if vp.node == Some(n) {
+                                room += vp.requests;
+                            }
+                            victims.push((*vid, job));
+                        }
+                    }
+                } else {
+                    room += self.pods[&id].requests;
+                    victims.push((id, job));
+                }
+            }
+            if requests.fits_in(&room) && best.as_ref().is_none_or(|(_, b)| victims.len() < b.len()) {
+                best = Some((n, victims));
+            }
+        }
+        best
+    }
+}

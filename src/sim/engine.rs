@@ -1,0 +1,454 @@
+//! One replay of one policy: the step loop that moves the simulated cluster through time.
+//!
+//! Each step: pods whose grace period ended leave; jobs arrive; load is sampled; HPAs sync;
+//! the policy acts (the decision core for `colocate`); the scheduler binds pending pods
+//! (preempting where the policy allows); then latency, training and the metrics are
+//! accounted for the step.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::cluster::{Cluster, PodKind, Preemption, SimPod};
+use super::jobs::{Phase, SimJob};
+use super::policy::{draw, Policy};
+use super::report::{JobResult, PolicyResult, TimelineRow};
+use super::scenario::Scenario;
+use super::service::{p99_seconds, utilization, HpaState};
+use super::snapshot::build_snapshot;
+use crate::core::{Core, Sample};
+
+pub struct SimService {
+    pub hpa: HpaState,
+    next_pod: u64,
+    pub load: f64,
+    pub samples: VecDeque<Sample>,
+}
+
+pub struct World<'a> {
+    pub scenario: &'a Scenario,
+    pub policy: Policy,
+    pub cluster: Cluster,
+    pub services: Vec<SimService>,
+    pub jobs: Vec<SimJob>,
+    pub now: f64,
+    core: Option<Core>,
+    gang_queue: VecDeque<usize>,
+    forced_preemptions: u64,
+}
+
+/// What one policy run produced.
+pub struct PolicyRun {
+    pub result: PolicyResult,
+    pub timeline: Vec<TimelineRow>,
+}
+
+/// Load samples kept per service: enough for the core's trend window.
+const SAMPLE_HISTORY: f64 = 120.0;
+
+impl<'a> World<'a> {
+    pub fn new(scenario: &'a Scenario, policy: Policy) -> World<'a> {
+        let spec = &scenario.spec;
+        let mut cluster = Cluster::default();
+        let system = spec.cluster.system_reserved.map(|r| r.resources()).unwrap_or_default();
+        for pool in &spec.cluster.nodes {
+            for i in 0..pool.count {
+                let node = cluster.add_node(format!("{}-{i}", pool.pool), pool.allocatable.resources());
+                if !system.is_zero() {
+                    let id = cluster.create(format!("system-{}-{i}", pool.pool), PodKind::System, system, 0.0);
+                    cluster.bind(id, node, 0.0);
+                }
+            }
+        }
+        let mut services = Vec::new();
+        for (s, svc) in spec.services.iter().enumerate() {
+            let load = scenario.loads[s].at(0.0);
+            let hpa = HpaState::new(svc, load);
+            // The services start in steady state: their pods are up before the replay begins.
+            for k in 0..hpa.desired {
+                let id = cluster.create(
+                    format!("{}-{k}", svc.name),
+                    PodKind::Online { service: s },
+                    svc.replica.resources(),
+                    0.0,
+                );
+                if let Some(n) = cluster.pick_node(&svc.replica.resources(), true) {
+                    cluster.bind(id, n, 0.0);
+                }
+            }
+            let next_pod = u64::from(hpa.desired);
+            services.push(SimService { hpa, next_pod, load, samples: VecDeque::new() });
+        }
+        let jobs = spec.jobs.iter().cloned().map(SimJob::new).collect();
+        let core = (policy == Policy::Colocate).then(|| Core::new(spec.controller.clone()));
+        World {
+            scenario,
+            policy,
+            cluster,
+            services,
+            jobs,
+            now: 0.0,
+            core,
+            gang_queue: VecDeque::new(),
+            forced_preemptions: 0,
+        }
+    }
+
+    pub fn run(mut self, on_progress: &mut dyn FnMut(u64)) -> PolicyRun {
+        let spec = &self.scenario.spec;
+        let dt = spec.step.as_secs_f64();
+        let steps = (spec.duration.as_secs_f64() / dt).ceil() as u64;
+        let mut acc = Accumulator::default();
+        let mut timeline = Vec::with_capacity(steps as usize);
+        for k in 0..steps {
+            self.now = k as f64 * dt;
+            let step_dt = dt.min(spec.duration.as_secs_f64() - self.now);
+            self.step();
+            let row = self.account(step_dt, &mut acc);
+            timeline.push(row);
+            on_progress(k + 1);
+        }
+        let result = self.result(&acc);
+        PolicyRun { result, timeline }
+    }
+
+    fn step(&mut self) {
+        let now = self.now;
+        let spec = &self.scenario.spec;
+        self.cluster.reap(now);
+        self.finish_completed();
+        self.arrivals();
+        for (s, svc) in spec.services.iter().enumerate() {
+            let state = &mut self.services[s];
+            state.load = self.scenario.loads[s].at(now);
+            state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: state.load });
+            while state.samples.front().is_some_and(|x| x.at.as_secs_f64() < now - SAMPLE_HISTORY) {
+                state.samples.pop_front();
+            }
+            if now + 1e-9 >= state.hpa.next_sync {
+                let (replicas, ready) = self.replica_counts(s);
+                let load = self.services[s].load;
+                let desired = self.services[s].hpa.sync(svc, now, load, replicas, ready);
+                self.set_replicas(s, desired);
+            }
+        }
+        match self.policy {
+            Policy::Colocate => self.colocate(),
+            Policy::Preemption => self.relaunch(),
+            Policy::Gang | Policy::OnlineOnly => {}
+        }
+        self.schedule();
+        if self.policy == Policy::Gang {
+            self.admit_gang_jobs();
+        }
+        for (j, job) in self.jobs.iter_mut().enumerate() {
+            job.observe_members(&self.cluster, j, now);
+        }
+    }
+
+    /// A finished job's workers exit at once.
+    fn finish_completed(&mut self) {
+        for (j, job) in self.jobs.iter().enumerate() {
+            if job.phase == Phase::Completed {
+                let pods: Vec<u64> = SimJob::pods(&self.cluster, j).map(|(id, _)| id).collect();
+                for id in pods {
+                    self.cluster.delete(id, self.now, 0.0);
+                }
+            }
+        }
+    }
+
+    fn arrivals(&mut self) {
+        if self.policy == Policy::OnlineOnly {
+            return;
+        }
+        for j in 0..self.jobs.len() {
+            let job = &mut self.jobs[j];
+            if job.phase != Phase::NotArrived || job.spec.arrival.as_secs_f64() > self.now + 1e-9 {
+                continue;
+            }
+            job.phase = Phase::Waiting;
+            match self.policy {
+                Policy::Preemption => {
+                    job.phase = Phase::Running;
+                    job.target = job.spec.max_workers;
+                    job.create_workers(&mut self.cluster, j, job.spec.max_workers, self.now);
+                }
+                Policy::Gang => self.gang_queue.push_back(j),
+                Policy::Colocate | Policy::OnlineOnly => {}
+            }
+        }
+    }
+
+    /// (replicas, ready) of service `s`.
+    pub fn replica_counts(&self, s: usize) -> (u32, u32) {
+        let mut replicas = 0;
+        let mut ready = 0;
+        for p in self.cluster.pods.values() {
+            if p.kind == (PodKind::Online { service: s }) && p.leaving_at.is_none() {
+                replicas += 1;
+                ready += u32::from(p.is_ready(self.now));
+            }
+        }
+        (replicas, ready)
+    }
+
+    /// The Deployment follows the HPA: new pods are created pending; on scale-down, pending
+    /// pods go first, then not-ready ones, then the newest.
+    fn set_replicas(&mut self, s: usize, desired: u32) {
+        let svc = &self.scenario.spec.services[s];
+        let mut pods: Vec<(u64, bool, bool)> = self
+            .cluster
+            .pods
+            .iter()
+            .filter(|(_, p)| p.kind == (PodKind::Online { service: s }) && p.leaving_at.is_none())
+            .map(|(id, p)| (*id, p.node.is_some(), p.is_ready(self.now)))
+            .collect();
+        let have = pods.len() as u32;
+        if desired > have {
+            for _ in have..desired {
+                let name = format!("{}-{}", svc.name, self.services[s].next_pod);
+                self.services[s].next_pod += 1;
+                self.cluster.create(name, PodKind::Online { service: s }, svc.replica.resources(), self.now);
+            }
+        } else if desired < have {
+            pods.sort_by_key(|(id, bound, ready)| (*bound, *ready, std::cmp::Reverse(*id)));
+            for (id, _, _) in pods.into_iter().take((have - desired) as usize) {
+                self.cluster.delete(id, self.now, 0.0);
+            }
+        }
+    }
+
+    fn colocate(&mut self) {
+        let snap = build_snapshot(self);
+        let core = self.core.as_mut().expect("colocate has a core");
+        let decision = core.decide(&snap);
+        for intent in decision.intents {
+            let Some(j) = self.jobs.iter().position(|job| job.spec.name == intent.job) else { continue };
+            self.apply_target(j, intent.target, &intent.release_pods);
+        }
+    }
+
+    /// The simulated master: grows by creating pending workers; shrinks gracefully, releasing
+    /// the named pods first, then pending ones, then the newest.
+    fn apply_target(&mut self, j: usize, target: u32, release: &[String]) {
+        let now = self.now;
+        let job = &mut self.jobs[j];
+        if !job.is_live() {
+            return;
+        }
+        if target > job.target {
+            job.target = target;
+            job.phase = Phase::Running;
+            job.create_workers(&mut self.cluster, j, target, now);
+            return;
+        }
+        job.target = target;
+        if target == 0 {
+            job.phase = Phase::Waiting;
+        }
+        let mut pods: Vec<(u64, bool, bool)> = SimJob::pods(&self.cluster, j)
+            .map(|(id, bound)| (id, bound, release.contains(&self.cluster.pods[&id].name)))
+            .collect();
+        let excess = pods.len().saturating_sub(target as usize);
+        pods.sort_by_key(|(id, bound, named)| (!*named, *bound, std::cmp::Reverse(*id)));
+        let grace = job.spec.release_time.as_secs_f64();
+        for (id, _, _) in pods.into_iter().take(excess) {
+            self.cluster.delete(id, now, grace);
+        }
+    }
+
+    /// `preemption` baseline: the job's master replaces lost workers after the relaunch delay.
+    fn relaunch(&mut self) {
+        for (j, job) in self.jobs.iter_mut().enumerate() {
+            if job.phase == Phase::Running && job.relaunch_at.is_some_and(|t| t <= self.now + 1e-9) {
+                job.relaunch_at = None;
+                job.create_workers(&mut self.cluster, j, job.spec.max_workers, self.now);
+            }
+        }
+    }
+
+    fn schedule(&mut self) {
+        let spec = &self.scenario.spec;
+        let now = self.now;
+        let policy = self.policy;
+        let deadline = spec.controller.release_deadline.as_secs_f64();
+        let preemption = move |p: &SimPod| match policy {
+            Policy::Preemption => Preemption::Workers,
+            Policy::Gang => Preemption::WholeJobs,
+            // The controller's deadline: past it, workers are deleted (a forced preemption).
+            Policy::Colocate if now - p.created_at >= deadline => Preemption::Workers,
+            Policy::Colocate | Policy::OnlineOnly => Preemption::Never,
+        };
+        let seed = spec.seed;
+        let ready_delay = |p: &SimPod| match p.kind {
+            PodKind::Online { service } => {
+                // +-10% startup jitter, fixed per pod name by the seed.
+                spec.services[service].startup.as_secs_f64() * (0.9 + 0.2 * draw(seed, &p.name))
+            }
+            _ => 0.0,
+        };
+        let jobs = &self.jobs;
+        let priority = |j: usize| jobs[j].spec.priority;
+        let grace = spec.baselines.termination_grace_period.as_secs_f64();
+        let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace);
+        let mut hit: Vec<usize> = Vec::new();
+        for (_, j) in evictions.pods {
+            self.forced_preemptions += 1;
+            if !hit.contains(&j) {
+                hit.push(j);
+            }
+        }
+        let relaunch = spec.baselines.relaunch_delay.as_secs_f64();
+        for j in hit {
+            let job = &mut self.jobs[j];
+            match self.policy {
+                Policy::Preemption => {
+                    job.relaunch_at.get_or_insert(now + relaunch);
+                }
+                Policy::Gang => {
+                    job.phase = Phase::Waiting;
+                    self.gang_queue.push_front(j);
+                }
+                Policy::Colocate => {
+                    job.target = SimJob::pods(&self.cluster, j).count() as u32;
+                    if job.target == 0 {
+                        job.phase = Phase::Waiting;
+                    }
+                }
+                Policy::OnlineOnly => {}
+            }
+        }
+    }
+
+    /// `gang` baseline: FIFO; the head job starts only when all its workers fit.
+    fn admit_gang_jobs(&mut self) {
+        while let Some(&j) = self.gang_queue.front() {
+            let job = &self.jobs[j];
+            let worker = job.spec.worker.resources();
+            let mut trial = self.cluster.clone();
+            let mut places = Vec::new();
+            for _ in 0..job.spec.max_workers {
+                match trial.pick_node(&worker, false) {
+                    Some(n) => {
+                        trial.nodes[n].used += worker;
+                        places.push(n);
+                    }
+                    None => break,
+                }
+            }
+            if places.len() < job.spec.max_workers as usize {
+                return;
+            }
+            self.gang_queue.pop_front();
+            let job = &mut self.jobs[j];
+            job.phase = Phase::Running;
+            job.target = job.spec.max_workers;
+            job.create_workers(&mut self.cluster, j, job.spec.max_workers, self.now);
+            let pending: Vec<u64> = SimJob::pods(&self.cluster, j).filter(|(_, b)| !b).map(|(id, _)| id).collect();
+            for (id, n) in pending.into_iter().zip(places) {
+                self.cluster.bind(id, n, self.now);
+            }
+        }
+    }
+
+    /// Latency, training and metrics for the step [now, now + dt).
+    fn account(&mut self, dt: f64, acc: &mut Accumulator) -> TimelineRow {
+        let spec = &self.scenario.spec;
+        let mut row = TimelineRow {
+            t: self.now,
+            allocation: 0.0,
+            system_cpu: 0.0,
+            online_cpu: 0.0,
+            training_cpu: 0.0,
+            pending_online_pods: 0,
+            slo_violated: false,
+            services: Vec::with_capacity(spec.services.len()),
+            workers: Vec::with_capacity(self.jobs.len()),
+        };
+        for p in self.cluster.pods.values() {
+            let cpu = p.requests.cpu_cores();
+            match (p.kind, p.node) {
+                (PodKind::System, Some(_)) => row.system_cpu += cpu,
+                (PodKind::Online { .. }, Some(_)) => row.online_cpu += cpu,
+                (PodKind::Worker { .. }, Some(_)) => row.training_cpu += cpu,
+                (PodKind::Online { .. }, None) if p.leaving_at.is_none() => row.pending_online_pods += 1,
+                _ => {}
+            }
+        }
+        let total = self.cluster.allocatable().cpu_cores();
+        row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu) / total;
+        for (s, svc) in spec.services.iter().enumerate() {
+            let (replicas, ready) = self.replica_counts(s);
+            let load = self.services[s].load;
+            let p99 = p99_seconds(svc, utilization(svc, load, ready));
+            if p99 > svc.latency.slo_p99.as_secs_f64() {
+                row.slo_violated = true;
+            }
+            row.services.push((load, replicas, ready, p99 * 1000.0));
+        }
+        for job in &mut self.jobs {
+            acc.samples += job.train(self.now, dt);
+            row.workers.push(job.active_workers());
+        }
+        acc.time += dt;
+        acc.allocation += row.allocation * dt;
+        if row.allocation + 1e-9 >= spec.controller.target_utilization {
+            acc.above_target += dt;
+        }
+        if row.slo_violated {
+            acc.slo_violation += dt;
+        }
+        acc.pending_online += row.pending_online_pods as f64 * dt;
+        row
+    }
+
+    fn result(&self, acc: &Accumulator) -> PolicyResult {
+        let spec = &self.scenario.spec;
+        let end = spec.duration.as_secs_f64();
+        let jobs: Vec<JobResult> = if self.policy == Policy::OnlineOnly {
+            Vec::new()
+        } else {
+            self.jobs
+                .iter()
+                .map(|j| {
+                    let from = j.spec.arrival.as_secs_f64().min(end);
+                    let until = j.completed_at.unwrap_or(end);
+                    let span = until - from;
+                    JobResult {
+                        name: j.spec.name.clone(),
+                        completed_at_s: j.completed_at,
+                        avg_workers: if span > 0.0 { j.worker_seconds / span } else { 0.0 },
+                    }
+                })
+                .collect()
+        };
+        let makespan = if jobs.is_empty() || jobs.iter().any(|j| j.completed_at_s.is_none()) {
+            None
+        } else {
+            jobs.iter().filter_map(|j| j.completed_at_s).reduce(f64::max)
+        };
+        let time = acc.time.max(1e-9);
+        PolicyResult {
+            policy: self.policy.as_str().to_string(),
+            avg_cpu_allocation: acc.allocation / time,
+            time_above_target: acc.above_target / time,
+            slo_violation_s: acc.slo_violation,
+            pending_online_pod_s: acc.pending_online,
+            forced_preemptions: self.forced_preemptions,
+            rescale_events: self.jobs.iter().map(|j| u64::from(j.rescale_events)).sum(),
+            training_samples: acc.samples,
+            makespan_s: makespan,
+            jobs,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Accumulator {
+    time: f64,
+    allocation: f64,
+    above_target: f64,
+    slo_violation: f64,
+    pending_online: f64,
+    samples: f64,
+}

@@ -1,0 +1,129 @@
+//! A simulated elastic training job: its workers, throughput and progress.
+//!
+//! Throughput is `throughput_per_worker * n^scaling_efficiency` for n active workers (bound,
+//! not leaving), zero below `min_workers`, and zero while a membership change pauses the job
+//! for `rescale_cost`. A job resumed after losing all its workers also pays `rescale_cost`
+//! (restoring its checkpoint).
+
+use super::cluster::{Cluster, PodId, PodKind};
+use super::scenario::JobSpec;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    NotArrived,
+    /// Arrived, no workers granted (or gave way / preempted as a whole).
+    Waiting,
+    Running,
+    Completed,
+}
+
+#[derive(Clone, Debug)]
+pub struct SimJob {
+    pub spec: JobSpec,
+    pub phase: Phase,
+    /// Workers the master steers to.
+    pub target: u32,
+    pub progress: f64,
+    pub paused_until: f64,
+    pub rescale_events: u32,
+    pub completed_at: Option<f64>,
+    /// Active worker pods at the end of the last step (membership).
+    members: Vec<PodId>,
+    ever_ran: bool,
+    pub worker_seconds: f64,
+    /// `preemption` baseline: when lost workers are replaced.
+    pub relaunch_at: Option<f64>,
+    next_worker: u64,
+}
+
+impl SimJob {
+    pub fn new(spec: JobSpec) -> SimJob {
+        SimJob {
+            spec,
+            phase: Phase::NotArrived,
+            target: 0,
+            progress: 0.0,
+            paused_until: 0.0,
+            rescale_events: 0,
+            completed_at: None,
+            members: Vec::new(),
+            ever_ran: false,
+            worker_seconds: 0.0,
+            relaunch_at: None,
+            next_worker: 0,
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        matches!(self.phase, Phase::Waiting | Phase::Running)
+    }
+
+    /// Worker pods of job `j` that are not leaving: (id, bound).
+    pub fn pods(cluster: &Cluster, j: usize) -> impl Iterator<Item = (PodId, bool)> + '_ {
+        cluster
+            .pods
+            .iter()
+            .filter(move |(_, p)| p.kind == PodKind::Worker { job: j } && p.leaving_at.is_none())
+            .map(|(id, p)| (*id, p.node.is_some()))
+    }
+
+    /// Creates pending worker pods until `count` exist.
+    pub fn create_workers(&mut self, cluster: &mut Cluster, j: usize, count: u32, now: f64) {
+        let have = Self::pods(cluster, j).count() as u32;
+        for _ in have..count {
+            let name = format!("{}-worker-{}", self.spec.name, self.next_worker);
+            self.next_worker += 1;
+            cluster.create(name, PodKind::Worker { job: j }, self.spec.worker.resources(), now);
+        }
+    }
+
+    /// Updates membership after this step's scheduling and removals; a change pauses the job.
+    pub fn observe_members(&mut self, cluster: &Cluster, j: usize, now: f64) {
+        let active: Vec<PodId> = Self::pods(cluster, j).filter(|(_, bound)| *bound).map(|(id, _)| id).collect();
+        if active == self.members {
+            return;
+        }
+        let cost = self.spec.rescale_cost.as_secs_f64();
+        if !self.members.is_empty() && !active.is_empty() {
+            self.rescale_events += 1;
+            self.paused_until = self.paused_until.max(now + cost);
+        } else if self.members.is_empty() && !active.is_empty() && self.ever_ran {
+            self.paused_until = self.paused_until.max(now + cost);
+        }
+        if !active.is_empty() {
+            self.ever_ran = true;
+        }
+        self.members = active;
+    }
+
+    pub fn active_workers(&self) -> u32 {
+        self.members.len() as u32
+    }
+
+    /// Trains for `dt` seconds from `now`; returns samples processed. Completes the job when
+    /// its work is done (the completion time is interpolated inside the step).
+    pub fn train(&mut self, now: f64, dt: f64) -> f64 {
+        let n = self.active_workers();
+        if self.phase != Phase::Running {
+            return 0.0;
+        }
+        self.worker_seconds += n as f64 * dt;
+        if n < self.spec.min_workers || n == 0 {
+            return 0.0;
+        }
+        let start = self.paused_until.max(now);
+        let usable = (now + dt - start).max(0.0);
+        let rate = self.spec.throughput_per_worker * (n as f64).powf(self.spec.scaling_efficiency);
+        let mut done = rate * usable;
+        if let Some(work) = self.spec.work {
+            if self.progress + done >= work {
+                done = work - self.progress;
+                let at = if rate > 0.0 { start + done / rate } else { now };
+                self.completed_at = Some(at);
+                self.phase = Phase::Completed;
+            }
+        }
+        self.progress += done;
+        done
+    }
+}

@@ -1,0 +1,150 @@
+//! Replay report v1 (scenario-v1.md) and what a person reads: the comparison table and the
+//! per-step timeline.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub version: u32,
+    pub scenario: String,
+    pub duration_s: f64,
+    /// Added: the step, seed and controller target the run used.
+    pub step_s: f64,
+    pub seed: u64,
+    pub target_utilization: f64,
+    pub results: Vec<PolicyResult>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyResult {
+    pub policy: String,
+    pub avg_cpu_allocation: f64,
+    pub time_above_target: f64,
+    pub slo_violation_s: f64,
+    pub pending_online_pod_s: f64,
+    pub forced_preemptions: u64,
+    pub rescale_events: u64,
+    pub training_samples: f64,
+    pub makespan_s: Option<f64>,
+    pub jobs: Vec<JobResult>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobResult {
+    pub name: String,
+    pub completed_at_s: Option<f64>,
+    pub avg_workers: f64,
+}
+
+/// One simulated step, for timeline.csv and the chart.
+#[derive(Debug, Clone)]
+pub struct TimelineRow {
+    pub t: f64,
+    pub allocation: f64,
+    pub system_cpu: f64,
+    pub online_cpu: f64,
+    pub training_cpu: f64,
+    pub pending_online_pods: u32,
+    pub slo_violated: bool,
+    /// Per service: (load rps, replicas, ready, p99 ms).
+    pub services: Vec<(f64, u32, u32, f64)>,
+    /// Per job: active workers.
+    pub workers: Vec<u32>,
+}
+
+impl Report {
+    /// The comparison table, one row per policy.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "scenario {} ({:.0} s simulated, step {} s, seed {}, target utilization {:.2})",
+            self.scenario, self.duration_s, self.step_s, self.seed, self.target_utilization
+        );
+        let header = [
+            "policy",
+            "avg CPU alloc",
+            "time >= target",
+            "SLO viol. s",
+            "pending online pod s",
+            "forced preempt.",
+            "rescales",
+            "training samples",
+            "makespan s",
+        ];
+        let rows: Vec<Vec<String>> = self
+            .results
+            .iter()
+            .map(|r| {
+                vec![
+                    r.policy.clone(),
+                    format!("{:.3}", r.avg_cpu_allocation),
+                    format!("{:.3}", r.time_above_target),
+                    format!("{:.0}", r.slo_violation_s),
+                    format!("{:.0}", r.pending_online_pod_s),
+                    r.forced_preemptions.to_string(),
+                    r.rescale_events.to_string(),
+                    format!("{:.4e}", r.training_samples),
+                    r.makespan_s.map_or("-".to_string(), |m| format!("{m:.0}")),
+                ]
+            })
+            .collect();
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| rows.iter().map(|r| r[c].len()).chain([header[c].len()]).max().unwrap_or(0))
+            .collect();
+        let line = |cells: Vec<&str>| {
+            cells
+                .iter()
+                .enumerate()
+                .map(
+                    |(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) },
+                )
+                .collect::<Vec<_>>()
+                .join("  ")
+        };
+        let _ = writeln!(out, "{}", line(header.to_vec()));
+        let _ = writeln!(out, "{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+        for r in &rows {
+            let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+        }
+        out
+    }
+}
+
+/// timeline.csv: one row per step and policy.
+pub fn timeline_csv(policies: &[(&str, &[TimelineRow])], services: &[String], jobs: &[String]) -> String {
+    let mut out =
+        String::from("policy,t_s,cpu_allocation,system_cpu,online_cpu,training_cpu,pending_online_pods,slo_violated");
+    for s in services {
+        let _ = write!(out, ",{s}_rps,{s}_replicas,{s}_ready,{s}_p99_ms");
+    }
+    for j in jobs {
+        let _ = write!(out, ",{j}_workers");
+    }
+    out.push('\n');
+    for (policy, rows) in policies {
+        for r in *rows {
+            let _ = write!(
+                out,
+                "{policy},{},{:.4},{:.3},{:.3},{:.3},{},{}",
+                r.t,
+                r.allocation,
+                r.system_cpu,
+                r.online_cpu,
+                r.training_cpu,
+                r.pending_online_pods,
+                u8::from(r.slo_violated)
+            );
+            for (rps, rep, ready, p99) in &r.services {
+                let _ = write!(out, ",{rps:.1},{rep},{ready},{p99:.1}");
+            }
+            for w in &r.workers {
+                let _ = write!(out, ",{w}");
+            }
+            out.push('\n');
+        }
+    }
+    out
+}

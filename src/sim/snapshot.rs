@@ -1,0 +1,92 @@
+//! The simulated cluster as the decision core sees it: the same Snapshot the live controller
+//! builds from its watches.
+
+use std::time::Duration;
+
+use super::cluster::PodKind;
+use super::engine::World;
+use super::jobs::SimJob;
+use super::service::utilization;
+use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Service, Snapshot};
+
+pub fn build_snapshot(world: &World) -> Snapshot {
+    let spec = &world.scenario.spec;
+    let now = world.now;
+    let nodes = world
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| Node { name: n.name.clone(), allocatable: n.allocatable, schedulable: true })
+        .collect();
+    let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();
+    let pods = world
+        .cluster
+        .pods
+        .values()
+        .map(|p| {
+            let class = match p.kind {
+                PodKind::System => PodClass::System,
+                PodKind::Online { service } => PodClass::Online { service: spec.services[service].name.clone() },
+                PodKind::Worker { job } => PodClass::Worker { job: world.jobs[job].spec.name.clone() },
+            };
+            Pod {
+                name: p.name.clone(),
+                class,
+                node: p.node.map(|n| world.cluster.nodes[n].name.clone()),
+                requests: p.requests,
+                ready: p.is_ready(now),
+                terminating: p.leaving_at.is_some(),
+            }
+        })
+        .collect();
+    let services = spec
+        .services
+        .iter()
+        .enumerate()
+        .map(|(s, svc)| {
+            let state = &world.services[s];
+            let (replicas, ready) = world.replica_counts(s);
+            let rho = utilization(svc, state.load, ready);
+            let p99 = super::service::p99_seconds(svc, rho);
+            Service {
+                name: svc.name.clone(),
+                replica: svc.replica.resources(),
+                hpa: Some(Hpa {
+                    min_replicas: svc.hpa.min_replicas,
+                    max_replicas: svc.hpa.max_replicas,
+                    current_replicas: replicas,
+                    desired_replicas: state.hpa.desired,
+                    metric: rho.is_finite().then_some(HpaMetric { current: rho, target: svc.hpa.target_utilization }),
+                }),
+                load: state.samples.iter().copied().collect(),
+                latency: Some(Latency { p99: Some(Duration::from_secs_f64(p99)), slo_p99: svc.latency.slo_p99 }),
+            }
+        })
+        .collect();
+    let jobs = world
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| live[*j])
+        .map(|(j, job)| {
+            let changing = SimJob::pods(&world.cluster, j).any(|(_, bound)| !bound)
+                || world
+                    .cluster
+                    .pods
+                    .values()
+                    .any(|p| p.kind == (PodKind::Worker { job: j }) && p.leaving_at.is_some());
+            Job {
+                name: job.spec.name.clone(),
+                priority: job.spec.priority,
+                weight: job.spec.weight,
+                worker: job.spec.worker.resources(),
+                min_workers: job.spec.min_workers,
+                max_workers: job.spec.max_workers,
+                target_workers: job.target,
+                rescaling: changing,
+                rescale_cost: job.spec.rescale_cost,
+            }
+        })
+        .collect();
+    Snapshot { now: Duration::from_secs_f64(now), nodes, pods, services, jobs }
+}
