@@ -1,0 +1,125 @@
+//! The shipped scenarios replayed through the binary, checked against the properties the
+//! project promises (README, issue acceptance): ratios between policies of the same run.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn replay_json(scenario: &str) -> Value {
+    let path = format!("{}/scenarios/{scenario}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_colocate")).args(["replay", "--json", &path]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("report v1 is JSON")
+}
+
+fn policy<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["results"].as_array().unwrap().iter().find(|r| r["policy"] == name).unwrap_or_else(|| panic!("no {name} row"))
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} is not a number in {v}"))
+}
+
+#[test]
+fn report_v1_has_every_contract_key() {
+    let report = replay_json("elasticdl-nginx.yaml");
+    assert_eq!(report["version"], 1);
+    assert_eq!(report["scenario"], "elasticdl-nginx");
+    assert_eq!(num(&report, "duration_s"), 2700.0);
+    let policies: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["colocate", "preemption", "gang", "online-only"]);
+    for r in report["results"].as_array().unwrap() {
+        for key in [
+            "avg_cpu_allocation",
+            "time_above_target",
+            "slo_violation_s",
+            "pending_online_pod_s",
+            "forced_preemptions",
+            "rescale_events",
+            "training_samples",
+        ] {
+            assert!(r[key].is_number(), "{key} in {r}");
+        }
+        assert!(r.get("makespan_s").is_some(), "makespan_s present (null allowed)");
+        for job in r["jobs"].as_array().unwrap() {
+            assert!(job["name"].is_string() && job["avg_workers"].is_number() && job.get("completed_at_s").is_some());
+        }
+    }
+}
+
+#[test]
+fn elasticdl_nginx_colocate_fills_the_cluster_without_hurting_latency() {
+    let report = replay_json("elasticdl-nginx.yaml");
+    let colocate = policy(&report, "colocate");
+    let preemption = policy(&report, "preemption");
+    let gang = policy(&report, "gang");
+    let online = policy(&report, "online-only");
+    assert!(num(colocate, "avg_cpu_allocation") >= 0.90, "{colocate}");
+    assert!(num(colocate, "slo_violation_s") <= num(online, "slo_violation_s") + 5.0, "{colocate} vs {online}");
+    assert_eq!(num(colocate, "forced_preemptions"), 0.0);
+    assert!(
+        num(preemption, "forced_preemptions") > 0.0 || num(preemption, "slo_violation_s") > num(colocate, "slo_violation_s"),
+        "{preemption}"
+    );
+    assert!(num(gang, "avg_cpu_allocation") < num(colocate, "avg_cpu_allocation"), "{gang}");
+    assert!(num(colocate, "training_samples") > num(preemption, "training_samples"), "graceful beats evictions");
+}
+
+#[test]
+fn elasticdl_overlap_elastic_jobs_finish_sooner_than_gang() {
+    let report = replay_json("elasticdl-overlap.yaml");
+    let colocate = num(policy(&report, "colocate"), "makespan_s");
+    let gang = num(policy(&report, "gang"), "makespan_s");
+    assert!(colocate <= 0.75 * gang, "colocate {colocate} s vs gang {gang} s");
+}
+
+#[test]
+fn every_shipped_scenario_replays() {
+    let dir = format!("{}/scenarios", env!("CARGO_MANIFEST_DIR"));
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let report = replay_json(path.file_name().unwrap().to_str().unwrap());
+            let colocate = policy(&report, "colocate");
+            assert_eq!(num(colocate, "forced_preemptions"), 0.0, "{}: {colocate}", path.display());
+            count += 1;
+        }
+    }
+    assert!(count >= 4, "expected at least four shipped scenarios, found {count}");
+}
+
+#[test]
+fn default_run_prints_the_comparison_table() {
+    let out = Command::new(env!("CARGO_BIN_EXE_colocate")).arg("replay").output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("scenario elasticdl-nginx"), "{table}");
+    for policy in ["colocate", "preemption", "gang", "online-only"] {
+        assert!(table.lines().any(|l| l.starts_with(policy)), "no {policy} row in {table}");
+    }
+}
+
+#[test]
+fn out_dir_gets_report_timeline_and_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}/scenarios/elasticdl-overlap.yaml", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_colocate"))
+        .args(["replay", "--quiet", "--out"])
+        .arg(dir.path())
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "elasticdl-overlap");
+    let csv = std::fs::read_to_string(dir.path().join("timeline.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(header.starts_with("policy,t_s,cpu_allocation") && header.contains("job-b_workers"), "{header}");
+    // 1200 one-second steps for each of the four policies.
+    assert_eq!(lines.count(), 4 * 1200);
+    let svg = std::fs::read_to_string(dir.path().join("chart.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("stroke-dasharray").count(), 4, "one target line per policy panel");
+}
