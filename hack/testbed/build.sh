@@ -21,7 +21,9 @@
 # Environment:
 #   COLOCATE_TESTBED_CACHE  cache root (default $HOME/.cache/colocate-testbed)
 #   TESTBED_NICE            nice level for go builds (default 19)
-#   TESTBED_COMPONENTS      subset to build, e.g. "etcd kwok" (default: all)
+#   TESTBED_COMPONENTS      what to build (default "etcd kube-apiserver kube-scheduler kwok");
+#                           "kube-controller-manager" is also known (opt-in, for
+#                           TESTBED_WITH_KCM=1 in up.sh)
 set -euo pipefail
 
 # ---- pinned versions -------------------------------------------------------
@@ -120,7 +122,7 @@ kube_module() {
     echo ")"
   } >"$mod/go.mod"
   log "k8s go.mod: $(echo "$staging" | wc -l) staging modules pinned to $STAGING_VERSION"
-  (cd "$mod" && go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-scheduler@$KUBE_VERSION") >&2
+  (cd "$mod" && go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-scheduler@$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE_VERSION") >&2
   echo "$mod"
 }
 
@@ -175,6 +177,7 @@ want etcd && build_etcd
 want kube-apiserver && build_kube kube-apiserver
 want kube-scheduler && build_kube kube-scheduler
 want kwok && build_kwok
+want kube-controller-manager && build_kube kube-controller-manager
 
 # ---- bin dir + env file ----------------------------------------------------
 BIN="$CACHE/bin"
@@ -196,6 +199,7 @@ link() {   # link <VAR> <path>
 link ETCD "$CACHE/etcd-$ETCD_VERSION/etcd"
 link KUBE_APISERVER "$CACHE/kube-apiserver-$KUBE_VERSION/kube-apiserver"
 link KUBE_SCHEDULER "$CACHE/kube-scheduler-$KUBE_VERSION/kube-scheduler"
+link KUBE_CONTROLLER_MANAGER "$CACHE/kube-controller-manager-$KUBE_VERSION/kube-controller-manager"
 link KWOK "$CACHE/kwok-$KWOK_VERSION/kwok"
 link KWOK_STAGES "$CACHE/kwok-$KWOK_VERSION/stages.yaml"
 mv -f "$ENVF.tmp" "$ENVF"
