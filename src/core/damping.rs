@@ -27,16 +27,24 @@ impl Memory {
     /// Records that `possible` workers would fit for `job` now and returns how many it may have.
     ///
     /// Shrinks (possible <= target) pass through at once. Growth is allowed only up to the
-    /// smallest `possible` seen during the stabilization window, at most `grow_max_step` more
-    /// than now, and only when the gain pays back the job's rescale pause within `grow_payback`.
+    /// smallest `possible` seen during the stabilization window (a running job needs samples
+    /// spanning the whole window), at most `grow_max_step` more than now, and only when the gain
+    /// pays back the job's rescale pause within `grow_payback`.
     pub fn damp_growth(&mut self, job: &Job, possible: u32, now: Duration, config: &Config) -> GrowVerdict {
         let history = self.possible.entry(job.name.clone()).or_default();
         history.push_back((now, possible));
         let window_start = now.saturating_sub(config.grow_stabilization);
-        while history.len() > 1 && history.front().is_some_and(|(t, _)| *t < window_start) {
+        // A sample holds until the next one: keep the last one taken at or before the window
+        // start (what fitted when the window opened), drop the older ones.
+        while history.get(1).is_some_and(|(t, _)| *t <= window_start) {
             history.pop_front();
         }
         let current = job.target_workers;
+        // A running job grows only on samples spanning the whole window: one seen for the first
+        // time (or by a core just started) has no evidence yet that the room is stable. A
+        // waiting job interrupts no work by starting, so it needs no more than what was seen.
+        let watched = history.front().map_or(Duration::ZERO, |(t, _)| now.saturating_sub(*t));
+        let covered = current == 0 || watched >= config.grow_stabilization;
         if possible <= current {
             return GrowVerdict { allowed: possible, held_back: None };
         }
@@ -46,10 +54,16 @@ impl Memory {
                 held_back: Some("the master is still applying the last change".into()),
             };
         }
-        let stable = history.iter().map(|(_, p)| *p).min().unwrap_or(possible);
+        let stable = if covered { history.iter().map(|(_, p)| *p).min().unwrap_or(possible) } else { current };
         let mut allowed = stable.min(current.saturating_add(config.grow_max_step));
         let mut held_back = None;
-        if stable < possible {
+        if !covered {
+            held_back = Some(format!(
+                "room for {possible} workers, but watched for only {} of {}",
+                humantime::format_duration(watched),
+                humantime::format_duration(config.grow_stabilization)
+            ));
+        } else if stable < possible {
             held_back = Some(format!(
                 "room for {possible} workers, but only {stable} have fitted throughout the last {}",
                 humantime::format_duration(config.grow_stabilization)

@@ -79,11 +79,12 @@ impl Core {
 
 fn intent_for(job: &str, from: u32, plan: &JobPlan, rooms: &[super::capacity::NodeRoom]) -> Option<ScaleIntent> {
     let target = plan.target();
-    if target == from {
+    // Same count with pods to release: the floor is kept by moving workers to other nodes.
+    if target == from && plan.released.is_empty() {
         return None;
     }
     let release_pods: Vec<String> =
-        if target < from { plan.released.iter().map(|(n, _)| n.clone()).collect() } else { Vec::new() };
+        if target <= from { plan.released.iter().map(|(n, _)| n.clone()).collect() } else { Vec::new() };
     let nodes: BTreeSet<usize> = plan.released.iter().filter_map(|(_, n)| *n).collect();
     let release_nodes: Vec<String> = nodes.iter().map(|&i| rooms[i].name.clone()).collect();
 
@@ -112,6 +113,9 @@ fn intent_for(job: &str, from: u32, plan: &JobPlan, rooms: &[super::capacity::No
         causes.iter().map(|(r, _)| *r).min().unwrap_or(Reason::OnlineHeadroom)
     };
     let mut why = format!("{job}: {from} -> {target} workers");
+    if target == from {
+        why.push_str(&format!(", {} moved to other nodes", release_pods.len()));
+    }
     if plan.gave_way {
         why.push_str(": its floor no longer fits, so it gives way entirely");
     }

@@ -44,7 +44,10 @@ pub fn apply_latency_guard(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut
             let room = &mut rooms[i];
             room.hold_growth = true;
             if shrink && !training_on[i].is_zero() {
-                let cap = training_on[i].scaled_up(1.0 - config.latency_shrink_fraction) - Resources::new(1, 1, 0);
+                // At most (1 - fraction) of what is there, and always strictly less.
+                let cap = training_on[i]
+                    .scaled_up(1.0 - config.latency_shrink_fraction)
+                    .min(training_on[i] - Resources::new(1, 1, 0));
                 room.training_room = room.training_room.min(cap.clamp_non_negative());
                 room.pressure.push((Reason::LatencyGuard, text.clone()));
             }

@@ -16,3 +16,6 @@ pub use decide::{Core, Decision};
 pub use intent::{NodeCapacity, Reason, ScaleIntent};
 pub use resources::Resources;
 pub use snapshot::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Service, Snapshot};
+
+#[cfg(test)]
+mod tests;

@@ -91,6 +91,10 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
 
         for &j in &members {
             keep_workers(&snap.jobs[j], &pods[j], rooms, &held_below, &mut plans[j]);
+            if plans[j].gave_way {
+                // The dip is what the window sees: a job that gave way restarts only after it.
+                memory.damp_growth(&snap.jobs[j], 0, snap.now, config);
+            }
         }
 
         // What each job could have: a dry run of the fill on a copy of the rooms.
@@ -127,6 +131,10 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
 fn keep_workers(job: &Job, pods: &JobPods, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
     let mut taken: Vec<(usize, Resources)> = Vec::new();
     for w in &pods.bound {
+        // Bound workers beyond the master's target are ones it is already removing.
+        if plan.kept >= job.target_workers {
+            break;
+        }
         let room = &mut rooms[w.node];
         if w.requests.fits_in(&room.training_room) {
             room.training_room -= w.requests;

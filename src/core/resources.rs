@@ -62,9 +62,9 @@ impl Resources {
         let n = dim(self.cpu_milli, unit.cpu_milli)
             .min(dim(self.memory_bytes, unit.memory_bytes))
             .min(dim(self.gpu, unit.gpu));
-        if n == i64::MAX {
-            0
-        } else if self.cpu_milli < 0 || self.memory_bytes < 0 || self.gpu < 0 {
+        // A zero unit would fit infinitely often; a negative room fits nothing.
+        let negative = self.cpu_milli < 0 || self.memory_bytes < 0 || self.gpu < 0;
+        if n == i64::MAX || negative {
             0
         } else {
             n

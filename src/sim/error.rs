@@ -44,11 +44,19 @@ impl ScenarioError {
         if let Some(cut) = message.find(" at line ") {
             message.truncate(cut);
         }
-        // serde reports an unknown key at its parent; name the key itself.
+        // The YAML error repeats the path of the map it was in; the key path already says it.
+        if let Some((prefix, rest)) = message.split_once(": ") {
+            if !prefix.contains(' ') && key.starts_with(prefix) {
+                message = rest.to_string();
+            }
+        }
+        // The key path already ends with an unknown key's name; the message need not repeat it.
         if let Some(rest) = message.strip_prefix("unknown field `") {
             if let Some(end) = rest.find('`') {
                 let field = &rest[..end];
-                key = if key.is_empty() { field.to_string() } else { format!("{key}.{field}") };
+                if !key.ends_with(field) {
+                    key = if key.is_empty() { field.to_string() } else { format!("{key}.{field}") };
+                }
                 message = format!("unknown field{}", &rest[end + 1..]);
             }
         }
@@ -65,7 +73,8 @@ impl ScenarioError {
 }
 
 /// Finds the line (1-based) of a key path like `jobs[1].min_workers` in block-style YAML by
-/// following indentation; `None` when the path cannot be followed (flow style, say).
+/// following indentation. Where the path cannot be followed to its end (flow style, say), the
+/// line of the deepest part found; `None` when not even the first key is there.
 pub fn locate(text: &str, path: &str) -> Option<usize> {
     let lines: Vec<&str> = text.lines().collect();
     let mut from = 0usize;
@@ -77,13 +86,13 @@ pub fn locate(text: &str, path: &str) -> Option<usize> {
             Some(b) => (&seg[..b], seg[b + 1..seg.len() - 1].parse::<usize>().ok()),
             None => (seg, None),
         };
-        let (at, indent) = find_key(&lines, from, to, min_indent, name)?;
+        let Some((at, indent)) = find_key(&lines, from, to, min_indent, name) else { break };
         found = Some(at);
         from = at + 1;
         to = block_end(&lines, from, indent, false);
         min_indent = indent as isize;
         if let Some(i) = index {
-            let (item, item_indent) = nth_item(&lines, from, to, i)?;
+            let Some((item, item_indent)) = nth_item(&lines, from, to, i) else { break };
             found = Some(item);
             // The item's own keys may sit on its `- ` line.
             from = item;
