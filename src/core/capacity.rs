@@ -37,6 +37,8 @@ pub struct OnlineNeed {
     /// Replicas to make room for.
     pub expected: u32,
     pub because: String,
+    /// Its load is rising: more pods are likely to follow the ones reserved for.
+    pub rising: bool,
 }
 
 impl OnlineNeed {
@@ -89,6 +91,7 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
     for svc in &snap.services {
         let c = counts.remove(svc.name.as_str()).unwrap_or_default();
         let mut expected = c.bound + c.pending;
+        let mut rising = false;
         let mut because = if c.pending > 0 { format!("{} pending pods", c.pending) } else { String::new() };
         if let Some(h) = &svc.hpa {
             let desired = h.desired_replicas.clamp(h.min_replicas, h.max_replicas.max(h.min_replicas));
@@ -100,6 +103,7 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
             expected = expected.max(current);
             if let Some(m) = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite()) {
                 let trend = load_trend_factor(&svc.load, snap.now, config.trend_window, config.forecast_horizon);
+                rising = trend > 1.0;
                 let ratio = m.current / m.target * trend;
                 if ratio > 1.0 + config.reserve_tolerance && c.ready > 0 {
                     let want = (ratio * c.ready as f64 - 1e-9).ceil() as u32;
@@ -122,7 +126,22 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
                 }
             }
         }
-        needs.push(OnlineNeed { service: svc.name.clone(), replica: svc.replica, bound: c.bound, expected, because });
+        let missing = expected.saturating_sub(c.bound);
+        if missing > 0 && config.reserve_quantum > 0.0 {
+            let base = svc.hpa.as_ref().map_or(expected, |h| h.current_replicas.max(c.bound + c.pending));
+            let quantum = ((base as f64 * config.reserve_quantum).ceil() as u32).max(1);
+            let rounded = missing.div_ceil(quantum) * quantum;
+            let ceiling = svc.hpa.as_ref().map_or(u32::MAX, |h| h.max_replicas.max(expected));
+            expected = (c.bound + rounded).min(ceiling);
+        }
+        needs.push(OnlineNeed {
+            service: svc.name.clone(),
+            replica: svc.replica,
+            bound: c.bound,
+            expected,
+            because,
+            rising,
+        });
     }
     // Pending online pods of services the controller was not told about still need a node.
     let mut rest: Vec<_> = unknown_pending.into_iter().collect();
@@ -135,6 +154,7 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
             bound,
             expected: bound + n,
             because: format!("{n} pending pods"),
+            rising: false,
         });
     }
     needs

@@ -26,6 +26,12 @@ pub struct Config {
     pub grow_stabilization: Duration,
     /// Most workers a job gains in one decision.
     pub grow_max_step: u32,
+    /// A grow adds at least this fraction of the job's workers (at least one), or waits.
+    pub grow_min_gain: f64,
+    /// Reservations for coming online pods are rounded up to multiples of this fraction of the
+    /// service's replicas, so a rising load shrinks training in a few larger steps rather than
+    /// a pod at a time (each step pauses the jobs it touches).
+    pub reserve_quantum: f64,
     /// A grow must pay back the job's `rescale_cost` within this time (minimum gain).
     #[serde(deserialize_with = "duration")]
     pub grow_payback: Duration,
@@ -53,6 +59,8 @@ impl Default for Config {
             reserve_tolerance: 0.0,
             grow_stabilization: Duration::from_secs(60),
             grow_max_step: 32,
+            grow_min_gain: 0.1,
+            reserve_quantum: 0.1,
             grow_payback: Duration::from_secs(300),
             latency_slack_hold: 0.1,
             latency_slack_shrink: 0.0,
@@ -84,6 +92,8 @@ impl Config {
         fraction("target_utilization", self.target_utilization, 0.0, 1.0)?;
         fraction("safety_margin", self.safety_margin, 0.0, 0.9)?;
         fraction("reserve_tolerance", self.reserve_tolerance, 0.0, 1.0)?;
+        fraction("grow_min_gain", self.grow_min_gain, 0.0, 10.0)?;
+        fraction("reserve_quantum", self.reserve_quantum, 0.0, 1.0)?;
         fraction("latency_slack_hold", self.latency_slack_hold, -1.0, 1.0)?;
         fraction("latency_slack_shrink", self.latency_slack_shrink, -1.0, 1.0)?;
         fraction("latency_shrink_fraction", self.latency_shrink_fraction, 0.0, 1.0)?;

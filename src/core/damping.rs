@@ -32,7 +32,11 @@ impl Memory {
     /// pays back the job's rescale pause within `grow_payback`.
     pub fn damp_growth(&mut self, job: &Job, possible: u32, now: Duration, config: &Config) -> GrowVerdict {
         let history = self.possible.entry(job.name.clone()).or_default();
-        history.push_back((now, possible));
+        // Runs of the same value are one entry (the time the run began): a value holds until the
+        // next one, and the history stays small however often decisions run.
+        if history.back().is_none_or(|(_, last)| *last != possible) {
+            history.push_back((now, possible));
+        }
         let window_start = now.saturating_sub(config.grow_stabilization);
         // A sample holds until the next one: keep the last one taken at or before the window
         // start (what fitted when the window opened), drop the older ones.
@@ -56,6 +60,18 @@ impl Memory {
         }
         let stable = if covered { history.iter().map(|(_, p)| *p).min().unwrap_or(possible) } else { current };
         let mut allowed = stable.min(current.saturating_add(config.grow_max_step));
+        // Every change pauses the whole job; small steps are not worth one each.
+        let min_step = ((current as f64 * config.grow_min_gain).ceil() as u32).max(1);
+        if current > 0 && allowed > current && allowed - current < min_step && allowed < job.max_workers {
+            return GrowVerdict {
+                allowed: current,
+                held_back: Some(format!(
+                    "+{} workers is less than the minimum step of {min_step} ({:.0}% of {current})",
+                    allowed - current,
+                    config.grow_min_gain * 100.0
+                )),
+            };
+        }
         let mut held_back = None;
         if !covered {
             held_back = Some(format!(

@@ -29,7 +29,9 @@ pub fn apply_latency_guard(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut
         let (shrink, text) = match slack {
             None => (false, format!("latency guard: {} p99 unknown or stale", svc.name)),
             Some(s) if s < config.latency_slack_shrink => {
-                let may = memory.guard_may_shrink(&svc.name, snap.now, config);
+                // Only a shrink that happens starts the interval.
+                let any_training = nodes.iter().any(|&i| !training_on[i].is_zero());
+                let may = any_training && memory.guard_may_shrink(&svc.name, snap.now, config);
                 (may, format!("latency guard: {} p99 slack {s:.2} below {:.2}", svc.name, config.latency_slack_shrink))
             }
             Some(s) if s < config.latency_slack_hold => {

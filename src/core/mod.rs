@@ -7,6 +7,7 @@ pub mod damping;
 pub mod decide;
 pub mod guard;
 pub mod intent;
+pub mod placer;
 pub mod plan;
 pub mod resources;
 pub mod snapshot;

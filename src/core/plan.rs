@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use super::capacity::NodeRoom;
 use super::config::Config;
 use super::damping::Memory;
+use super::placer::Placer;
 use super::resources::Resources;
 use super::snapshot::{Job, PodClass, Snapshot};
 
@@ -248,6 +249,8 @@ impl FillEntry {
 /// Weighted dominant-resource-share water filling: the job furthest below its fair share gets
 /// the next worker; a job at zero gets its whole floor at once or nothing (gang floor).
 fn water_fill(rooms: &mut [NodeRoom], held_below: &[Resources], entries: &mut [FillEntry], total: &Resources) {
+    let shapes: Vec<Resources> = entries.iter().map(|e| e.worker).collect();
+    let mut placer = Placer::new(rooms, held_below, &shapes);
     loop {
         let next = entries
             .iter()
@@ -264,14 +267,14 @@ fn water_fill(rooms: &mut [NodeRoom], held_below: &[Resources], entries: &mut [F
         }
         let mut got = Vec::with_capacity(need as usize);
         for _ in 0..need {
-            match place_worker(rooms, held_below, &e.worker, false) {
+            match placer.place(rooms, &e.worker) {
                 Some(node) => got.push(node),
                 None => break,
             }
         }
         if got.len() < need as usize {
             for node in got {
-                rooms[node].training_room += e.worker;
+                placer.give_back(rooms, node, &e.worker);
             }
             e.active = false;
             continue;

@@ -242,9 +242,23 @@ impl<'a> World<'a> {
             job.create_workers(&mut self.cluster, j, target, now);
             return;
         }
+        let moving = target == job.target;
         job.target = target;
         if target == 0 {
             job.phase = Phase::Waiting;
+        }
+        if moving {
+            // Same count, named pods released: replace them (they are on nodes that need room).
+            let named: Vec<u64> = SimJob::pods(&self.cluster, j)
+                .filter(|(id, _)| release.contains(&self.cluster.pods[id].name))
+                .map(|(id, _)| id)
+                .collect();
+            let grace = job.spec.release_time.as_secs_f64();
+            for id in named {
+                self.cluster.delete(id, now, grace);
+            }
+            job.create_workers(&mut self.cluster, j, target, now);
+            return;
         }
         let mut pods: Vec<(u64, bool, bool)> = SimJob::pods(&self.cluster, j)
             .map(|(id, bound)| (id, bound, release.contains(&self.cluster.pods[&id].name)))

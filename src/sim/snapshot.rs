@@ -69,7 +69,10 @@ pub fn build_snapshot(world: &World) -> Snapshot {
         .enumerate()
         .filter(|(j, _)| live[*j])
         .map(|(j, job)| {
-            let changing = SimJob::pods(&world.cluster, j).any(|(_, bound)| !bound)
+            // The master reports Rescaling while workers start, leave, or the job is paused
+            // for a membership change.
+            let changing = now < job.paused_until
+                || SimJob::pods(&world.cluster, j).any(|(_, bound)| !bound)
                 || world
                     .cluster
                     .pods
