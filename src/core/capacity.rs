@@ -1,7 +1,8 @@
 //! Room per node for training: allocatable minus system daemons, online pods, the online pods
 //! the HPA will add (decided or implied by its metric), and the safety margin.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use super::config::Config;
@@ -217,10 +218,11 @@ pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Ve
     }
 
     let mut unplaced = Vec::new();
+    let mut spread = SpreadIndex::new(&rooms);
     for need in needs {
         let mut per_node: HashMap<usize, u32> = HashMap::new();
         for _ in 0..need.missing() {
-            let pick = pick_node_for_online(&rooms, &need.replica);
+            let pick = spread.pick(&rooms, &need.replica);
             let Some(i) = pick else {
                 unplaced.push(format!(
                     "{}: {} replicas will not fit even without training",
@@ -229,10 +231,12 @@ pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Ve
                 ));
                 break;
             };
+            let before = SpreadIndex::keys(i, &rooms[i]);
             let room = &mut rooms[i];
             room.free -= need.replica;
             room.training_room -= need.replica;
             room.reserved += need.replica;
+            spread.refile(before, i, room);
             *per_node.entry(i).or_default() += 1;
         }
         let mut placed: Vec<_> = per_node.into_iter().collect();
@@ -253,20 +257,52 @@ pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Ve
 }
 
 /// The scheduler's choice for a new online pod: the node with the most free room where it fits;
-/// failing that, the node with the most room once training leaves.
-fn pick_node_for_online(rooms: &[NodeRoom], pod: &Resources) -> Option<usize> {
-    let best = |room_of: fn(&NodeRoom) -> Resources| {
-        rooms
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.schedulable && pod.fits_in(&room_of(r)))
-            .max_by_key(|(i, r)| {
-                let left = room_of(r) - *pod;
-                (left.cpu_milli, left.memory_bytes, std::cmp::Reverse(*i))
-            })
-            .map(|(i, _)| i)
-    };
-    best(|r| r.free).or_else(|| best(|r| r.training_room))
+/// failing that, the node with the most room once training leaves. Nodes are kept ordered by
+/// both so a reservation costs O(log n), not a scan of the cluster.
+struct SpreadIndex {
+    by_free: BTreeSet<(i64, i64, Reverse<usize>)>,
+    by_room: BTreeSet<(i64, i64, Reverse<usize>)>,
+}
+
+impl SpreadIndex {
+    fn keys(i: usize, room: &NodeRoom) -> [(i64, i64, Reverse<usize>); 2] {
+        [
+            (room.free.cpu_milli, room.free.memory_bytes, Reverse(i)),
+            (room.training_room.cpu_milli, room.training_room.memory_bytes, Reverse(i)),
+        ]
+    }
+
+    fn new(rooms: &[NodeRoom]) -> SpreadIndex {
+        let mut index = SpreadIndex { by_free: BTreeSet::new(), by_room: BTreeSet::new() };
+        for (i, room) in rooms.iter().enumerate().filter(|(_, r)| r.schedulable) {
+            let [f, r] = Self::keys(i, room);
+            index.by_free.insert(f);
+            index.by_room.insert(r);
+        }
+        index
+    }
+
+    fn pick(&self, rooms: &[NodeRoom], pod: &Resources) -> Option<usize> {
+        // Largest first; the first that fits in every dimension (CPU fits for all before the
+        // first whose CPU is too small, so the scan stops there).
+        let first_fit = |set: &BTreeSet<(i64, i64, Reverse<usize>)>, room_of: fn(&NodeRoom) -> Resources| {
+            set.iter()
+                .rev()
+                .take_while(|(cpu, _, _)| *cpu >= pod.cpu_milli)
+                .map(|(_, _, Reverse(i))| *i)
+                .find(|&i| pod.fits_in(&room_of(&rooms[i])))
+        };
+        first_fit(&self.by_free, |r| r.free).or_else(|| first_fit(&self.by_room, |r| r.training_room))
+    }
+
+    /// Moves node `i` from its keys `before` a change to its keys now.
+    fn refile(&mut self, before: [(i64, i64, Reverse<usize>); 2], i: usize, room: &NodeRoom) {
+        self.by_free.remove(&before[0]);
+        self.by_room.remove(&before[1]);
+        let [f, r] = Self::keys(i, room);
+        self.by_free.insert(f);
+        self.by_room.insert(r);
+    }
 }
 
 #[cfg(test)]
