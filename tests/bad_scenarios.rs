@@ -145,7 +145,11 @@ fn missing_required_key() {
     let (path, out) = replay(dir.path(), &yaml);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains(&path.display().to_string()), "{}", out.stderr);
-    assert!(out.stderr.contains("jobs[0]") && out.stderr.contains("missing field `throughput_per_worker`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("jobs[0]") && out.stderr.contains("missing field `throughput_per_worker`"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

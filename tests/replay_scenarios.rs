@@ -13,7 +13,12 @@ fn replay_json(scenario: &str) -> Value {
 }
 
 fn policy<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["results"].as_array().unwrap().iter().find(|r| r["policy"] == name).unwrap_or_else(|| panic!("no {name} row"))
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["policy"] == name)
+        .unwrap_or_else(|| panic!("no {name} row"))
 }
 
 fn num(v: &Value, key: &str) -> f64 {
@@ -26,7 +31,8 @@ fn report_v1_has_every_contract_key() {
     assert_eq!(report["version"], 1);
     assert_eq!(report["scenario"], "elasticdl-nginx");
     assert_eq!(num(&report, "duration_s"), 2700.0);
-    let policies: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    let policies: Vec<&str> =
+        report["results"].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap()).collect();
     assert_eq!(policies, ["colocate", "preemption", "gang", "online-only"]);
     for r in report["results"].as_array().unwrap() {
         for key in [
@@ -58,7 +64,8 @@ fn elasticdl_nginx_colocate_fills_the_cluster_without_hurting_latency() {
     assert!(num(colocate, "slo_violation_s") <= num(online, "slo_violation_s") + 5.0, "{colocate} vs {online}");
     assert_eq!(num(colocate, "forced_preemptions"), 0.0);
     assert!(
-        num(preemption, "forced_preemptions") > 0.0 || num(preemption, "slo_violation_s") > num(colocate, "slo_violation_s"),
+        num(preemption, "forced_preemptions") > 0.0
+            || num(preemption, "slo_violation_s") > num(colocate, "slo_violation_s"),
         "{preemption}"
     );
     assert!(num(gang, "avg_cpu_allocation") < num(colocate, "avg_cpu_allocation"), "{gang}");
@@ -111,7 +118,8 @@ fn out_dir_gets_report_timeline_and_chart() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
     assert_eq!(report["scenario"], "elasticdl-overlap");
     let csv = std::fs::read_to_string(dir.path().join("timeline.csv")).unwrap();
     let mut lines = csv.lines();

@@ -1,6 +1,6 @@
 //! `colocate replay`: load scenarios, run every policy, print the table, write the artifacts.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -53,23 +53,29 @@ pub fn run(args: &ReplayArgs) -> Result<(), ReplayError> {
         args.scenarios.iter().map(|p| Scenario::load(p)).collect::<Result<_, _>>()?
     };
     let several = scenarios.len() > 1;
+    let mut stdout = std::io::stdout().lock();
     for scenario in &scenarios {
         let output = run_one(scenario, &args.policies, !args.quiet && !args.json)?;
-        if args.json {
-            let json = serde_json::to_string(&output.report).context("serializing the report")?;
-            println!("{json}");
+        let mut text = if args.json {
+            serde_json::to_string(&output.report).context("serializing the report")? + "\n"
         } else {
-            print!("{}", output.report.table());
-        }
+            output.report.table()
+        };
         if let Some(dir) = &args.out {
             let dir = if several { dir.join(&scenario.spec.name) } else { dir.clone() };
             write_artifacts(&dir, scenario, &output)?;
             if !args.json {
-                println!("wrote {}/report.json, timeline.csv, chart.svg", dir.display());
+                text += &format!("wrote {}/report.json, timeline.csv, chart.svg\n", dir.display());
             }
         }
         if several && !args.json {
-            println!();
+            text.push('\n');
+        }
+        match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+            Ok(()) => {}
+            // A reader that stopped reading (`| head`) is not an error of the replay.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(anyhow::Error::new(e).context("writing to stdout").into()),
         }
     }
     Ok(())

@@ -131,7 +131,9 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
         if missing > 0 && config.reserve_quantum > 0.0 {
             let base = svc.hpa.as_ref().map_or(expected, |h| h.current_replicas.max(c.bound + c.pending));
             let quantum = ((base as f64 * config.reserve_quantum).ceil() as u32).max(1);
-            let rounded = missing.div_ceil(quantum) * quantum;
+            // While the load still rises the forecast runs behind it: one more quantum absorbs the
+            // error, so training does not grow into room the next HPA step takes.
+            let rounded = (missing.div_ceil(quantum) + u32::from(rising)) * quantum;
             let ceiling = svc.hpa.as_ref().map_or(u32::MAX, |h| h.max_replicas.max(expected));
             expected = (c.bound + rounded).min(ceiling);
         }

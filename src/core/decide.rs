@@ -47,16 +47,8 @@ impl Core {
 
     pub fn decide(&mut self, snap: &Snapshot) -> Decision {
         let needs = online_needs(snap, &self.config);
-        let (mut rooms, mut notes) = node_rooms(snap, &needs, &self.config);
+        let (mut rooms, notes) = node_rooms(snap, &needs, &self.config);
         apply_latency_guard(snap, &mut rooms, &mut self.memory, &self.config);
-        // Online pods are coming and the load is still rising: growing training now would take
-        // room the next HPA step needs, wherever the scheduler puts the new workers.
-        if let Some(need) = needs.iter().find(|n| n.rising && n.missing() > 0) {
-            for room in &mut rooms {
-                room.hold_growth = true;
-            }
-            notes.push(format!("training growth held: {} is scaling up ({})", need.service, need.because));
-        }
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
         let plans = plan_jobs(snap, &mut rooms, &mut self.memory, &self.config);
 

@@ -1,0 +1,193 @@
+//! Scenarios written the way outside users write them: other real load traces (from
+//! ../shared/traces, read in place), other cluster shapes (several pools, GPUs), other job
+//! mixes. Every one must replay, and `colocate` must keep its promises on each: high
+//! allocation, latency at the `online-only` floor, no forced preemption.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn traces() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
+    assert!(
+        dir.join("README.md").is_file(),
+        "the real load traces are missing at {}: the project expects ../shared beside the repository",
+        dir.display()
+    );
+    dir.canonicalize().unwrap()
+}
+
+/// A cluster, services and jobs block to put around a service's `load:`.
+struct Case {
+    name: &'static str,
+    duration: &'static str,
+    step: &'static str,
+    cluster: &'static str,
+    services: String,
+    jobs: &'static str,
+}
+
+const ELASTIC_MIX: &str = r#"
+  - name: lm-pretrain
+    worker: {cpu: "4", memory: 16Gi}
+    min_workers: 2
+    max_workers: 64
+    rescale_cost: 20s
+    throughput_per_worker: 30
+    scaling_efficiency: 0.9
+  - name: ctr
+    arrival: 2m
+    weight: 2
+    worker: {cpu: "2", memory: 4Gi}
+    min_workers: 1
+    max_workers: 128
+    rescale_cost: 8s
+    throughput_per_worker: 50
+  - name: urgent-eval
+    arrival: 5m
+    priority: 5
+    worker: {cpu: "1", memory: 2Gi}
+    min_workers: 4
+    max_workers: 32
+    rescale_cost: 3s
+    throughput_per_worker: 20
+    work: 400000
+"#;
+
+fn nginx(trace: &str, extra: &str, capacity: u32, max: u32) -> String {
+    format!(
+        r#"
+  - name: web
+    replica: {{cpu: "1", memory: 512Mi}}
+    replica_capacity_rps: {capacity}
+    startup: 15s
+    latency: {{base_p99: 20ms, slo_p99: 250ms}}
+    hpa: {{min_replicas: 2, max_replicas: {max}, target_utilization: 0.6}}
+    load:
+      trace: {{file: "{}", {extra}}}
+"#,
+        traces().join(trace).display()
+    )
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "worldcup-flash",
+            duration: "30m",
+            step: "1s",
+            cluster: "nodes: [{pool: cpu, count: 8, allocatable: {cpu: \"32\", memory: 128Gi}}]\n  system_reserved: {cpu: 500m, memory: 1Gi}",
+            services: nginx("web/worldcup_flash.csv", "time_column: t_s, value_column: rps, scale: 10, speedup: 6", 100, 200),
+            jobs: ELASTIC_MIX,
+        },
+        Case {
+            name: "worldcup-match",
+            duration: "30m",
+            step: "1s",
+            cluster: "nodes: [{pool: small, count: 10, allocatable: {cpu: \"16\", memory: 64Gi}}, {pool: big, count: 2, allocatable: {cpu: \"64\", memory: 256Gi}}]",
+            services: nginx("web/worldcup_match.csv", "scale: 2.5, speedup: 12", 100, 200),
+            jobs: ELASTIC_MIX,
+        },
+        Case {
+            name: "nasa-day",
+            duration: "1h",
+            step: "2s",
+            cluster: "nodes: [{pool: cpu, count: 6, allocatable: {cpu: \"48\", memory: 192Gi}}]\n  system_reserved: {cpu: \"1\", memory: 2Gi}",
+            services: nginx("web/nasa_day.csv", "scale: 1200, speedup: 24", 100, 200),
+            jobs: ELASTIC_MIX,
+        },
+        Case {
+            name: "azure-code-bursts",
+            duration: "55m",
+            step: "1s",
+            cluster: "nodes: [{pool: cpu, count: 5, allocatable: {cpu: \"32\", memory: 128Gi}}]",
+            services: nginx("web/azure_code_5s.csv", "scale: 60", 100, 150),
+            jobs: ELASTIC_MIX,
+        },
+        Case {
+            name: "nab-elb-fortnight",
+            duration: "70m",
+            step: "5s",
+            cluster: "nodes: [{pool: cpu, count: 4, allocatable: {cpu: \"64\", memory: 256Gi}}]\n  system_reserved: {cpu: \"2\", memory: 4Gi}",
+            services: nginx("nab/elb_request_count_8c0756.csv", "scale: 0.5, speedup: 288, skip: 1d", 2, 200),
+            jobs: ELASTIC_MIX,
+        },
+        Case {
+            name: "alibaba-cpu-gpu-pools",
+            duration: "2h",
+            step: "5s",
+            cluster: "nodes: [{pool: cpu, count: 6, allocatable: {cpu: \"32\", memory: 128Gi}}, {pool: gpu, count: 2, allocatable: {cpu: \"64\", memory: 512Gi, nvidia.com/gpu: 8}}]",
+            services: nginx("alibaba2018/alibaba2018_machine_usage_30s.csv", "value_column: cpu_util_percent, row_interval: 30s, scale: 25, speedup: 60, skip: 2d", 100, 150),
+            jobs: r#"
+  - name: vision-gpu
+    worker: {cpu: "8", memory: 64Gi, nvidia.com/gpu: 1}
+    min_workers: 2
+    max_workers: 16
+    rescale_cost: 30s
+    throughput_per_worker: 400
+  - name: features-cpu
+    weight: 3
+    worker: {cpu: "2", memory: 4Gi}
+    min_workers: 1
+    max_workers: 200
+    rescale_cost: 5s
+    throughput_per_worker: 25
+"#,
+        },
+    ]
+}
+
+fn replay(case: &Case) -> Value {
+    let yaml = format!(
+        "version: 1\nname: {}\nduration: {}\nstep: {}\nseed: 11\ncluster:\n  {}\nservices:{}\njobs:{}",
+        case.name, case.duration, case.step, case.cluster, case.services, case.jobs
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{}.yaml", case.name));
+    std::fs::write(&path, &yaml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_colocate")).args(["replay", "--json"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}:\n{yaml}\n{}", case.name, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn row<'a>(report: &'a Value, policy: &str) -> &'a Value {
+    report["results"].as_array().unwrap().iter().find(|r| r["policy"] == policy).unwrap()
+}
+
+#[test]
+fn colocate_keeps_its_promises_on_other_traces_and_shapes() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let report = replay(&case);
+        let c = row(&report, "colocate");
+        let online = row(&report, "online-only");
+        let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+        eprintln!(
+            "{:<22} colocate alloc {:.3} slo {:>4.0}s (online-only {:>4.0}s) forced {} rescales {} | preemption alloc {:.3} slo {:.0}s forced {} | gang alloc {:.3}",
+            case.name,
+            f(c, "avg_cpu_allocation"),
+            f(c, "slo_violation_s"),
+            f(online, "slo_violation_s"),
+            c["forced_preemptions"],
+            c["rescale_events"],
+            f(row(&report, "preemption"), "avg_cpu_allocation"),
+            f(row(&report, "preemption"), "slo_violation_s"),
+            row(&report, "preemption")["forced_preemptions"],
+            f(row(&report, "gang"), "avg_cpu_allocation"),
+        );
+        if f(c, "avg_cpu_allocation") < 0.88 {
+            failures.push(format!("{}: allocation {:.3} < 0.88", case.name, f(c, "avg_cpu_allocation")));
+        }
+        if f(c, "slo_violation_s") > f(online, "slo_violation_s") + 5.0 {
+            failures.push(format!(
+                "{}: SLO seconds {} vs online-only {}",
+                case.name, c["slo_violation_s"], online["slo_violation_s"]
+            ));
+        }
+        if f(c, "forced_preemptions") != 0.0 {
+            failures.push(format!("{}: {} forced preemptions", case.name, c["forced_preemptions"]));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
