@@ -274,7 +274,11 @@ fn rising_load_enlarges_the_forecast() {
     assert_eq!(forecast(4, 20, (0.9, 0.6), flat), 6);
     // +1/s over the 30 s window, 15 s ahead: x145/130, so 4 * 1.5 * 1.115 = 6.7 -> 7.
     let rising = load(&[100.0, 110.0, 120.0, 130.0]);
-    assert_eq!(forecast(4, 20, (0.9, 0.6), rising.clone()), 7);
+    let exact = Config { reserve_quantum: 0.0, ..Config::default() };
+    let d = decide_once(exact, &forecast_cluster(4, 20, (0.9, 0.6), rising.clone()));
+    assert_eq!(need(&d, "web").expected, 7);
+    // With reservation quanta (1 pod for 4 replicas), a rising load is padded by one quantum.
+    assert_eq!(forecast(4, 20, (0.9, 0.6), rising.clone()), 8);
     let d = decide_once(Config::default(), &forecast_cluster(4, 20, (0.9, 0.6), rising));
     assert!(need(&d, "web").because.contains("load rising x1.12"), "{:?}", need(&d, "web"));
     // Falling load never lowers the forecast.
