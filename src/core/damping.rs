@@ -59,7 +59,9 @@ impl Memory {
             };
         }
         let stable = if covered { history.iter().map(|(_, p)| *p).min().unwrap_or(possible) } else { current };
-        let mut allowed = stable.min(current.saturating_add(config.grow_max_step));
+        // A job that is not running yet interrupts nothing by starting large.
+        let step_limit = if current == 0 { u32::MAX } else { current.saturating_add(config.grow_max_step) };
+        let mut allowed = stable.min(step_limit);
         // Every change pauses the whole job; small steps are not worth one each.
         let min_step = ((current as f64 * config.grow_min_gain).ceil() as u32).max(1);
         if current > 0 && allowed > current && allowed - current < min_step && allowed < job.max_workers {

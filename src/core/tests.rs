@@ -423,15 +423,17 @@ fn growth_waits_until_the_room_has_been_there_for_the_window() {
 
 #[test]
 fn waiting_job_starts_at_first_sight_then_grows_after_the_window() {
-    // Starting interrupts no work: a job seen for the first time starts (step-limited).
-    let mut core = Core::new(Config { grow_max_step: 4, ..Config::default() });
-    let d = core.decide(&grow_cluster(0, 0, 0, 0));
-    assert_eq!(move_of(&d, "a"), (0, 4));
+    // Starting interrupts no work: a job seen for the first time starts with all that fits,
+    // not limited by grow_max_step.
+    let mut core = Core::new(Config { grow_max_step: 2, ..Config::default() });
+    let d = core.decide(&grow_cluster(0, 0, 0, 3000));
+    assert_eq!(move_of(&d, "a"), (0, 5));
     assert_eq!(the_intent(&d, "a").reason, Reason::Start);
-    // Once running, the next step waits for the window, not for the next decision.
-    assert_no_intents(&core.decide(&grow_cluster(1, 4, 4, 0)));
-    assert_no_intents(&core.decide(&grow_cluster(59, 4, 4, 0)));
-    assert_eq!(move_of(&core.decide(&grow_cluster(60, 4, 4, 0)), "a"), (4, 8));
+    // Once running, the next step waits for the window and is step-limited.
+    assert_no_intents(&core.decide(&grow_cluster(1, 5, 5, 0)));
+    // Room for 5 held from 0 s to 1 s, so it is inside the window until 61 s.
+    assert_no_intents(&core.decide(&grow_cluster(60, 5, 5, 0)));
+    assert_eq!(move_of(&core.decide(&grow_cluster(61, 5, 5, 0)), "a"), (5, 7));
 }
 
 #[test]
