@@ -163,31 +163,39 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
     needs
 }
 
-/// (value now + upward slope * horizon) / value now, from a least-squares fit of the samples
-/// inside the window. Falling load never lowers a reservation: that is the HPA's business.
+/// (value now + upward slope * horizon) / value now, from least-squares fits of the samples
+/// inside the window. The slope is the smaller of the whole window's and its last third's, so a
+/// jump that has levelled off stops being extrapolated once the newest samples are flat.
+/// Falling load never lowers a reservation: that is the HPA's business.
 pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
-    let start = now.saturating_sub(window);
-    let pts: Vec<(f64, f64)> = samples
-        .iter()
-        .filter(|s| s.at >= start && s.at <= now && s.value.is_finite())
-        .map(|s| (s.at.as_secs_f64(), s.value))
-        .collect();
-    if pts.len() < 2 {
+    let within = |from: Duration| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter(|s| s.at >= from && s.at <= now && s.value.is_finite())
+            .map(|s| (s.at.as_secs_f64(), s.value))
+            .collect()
+    };
+    let pts = within(now.saturating_sub(window));
+    let Some(whole) = slope(&pts) else { return 1.0 };
+    let recent = slope(&within(now.saturating_sub(window / 3))).unwrap_or(whole);
+    let rate = whole.min(recent);
+    let last = pts.last().map_or(0.0, |p| p.1);
+    if last <= 0.0 || rate <= 0.0 {
         return 1.0;
+    }
+    (last + rate * horizon.as_secs_f64()) / last
+}
+
+/// Least-squares slope; `None` for fewer than two distinct times.
+fn slope(pts: &[(f64, f64)]) -> Option<f64> {
+    if pts.len() < 2 {
+        return None;
     }
     let n = pts.len() as f64;
     let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
     let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
     let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if sxx <= 0.0 {
-        return 1.0;
-    }
-    let slope = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
-    let last = pts.last().map_or(0.0, |p| p.1);
-    if last <= 0.0 || slope <= 0.0 {
-        return 1.0;
-    }
-    (last + slope * horizon.as_secs_f64()) / last
+    (sxx > 0.0).then(|| pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx)
 }
 
 /// Builds the per-node rooms: what is held now, then the reservations for `needs` placed where
@@ -325,6 +333,9 @@ mod tests {
             load_trend_factor(&falling, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)),
             1.0
         );
+        // A jump that has levelled off: the newest third of the window is flat.
+        let jump = [s(0, 100.0), s(5, 100.0), s(10, 400.0), s(20, 400.0), s(25, 400.0), s(30, 400.0)];
+        assert_eq!(load_trend_factor(&jump, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15)), 1.0);
         let old = [s(0, 100.0), s(1, 200.0)];
         assert_eq!(
             load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)),

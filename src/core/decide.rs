@@ -48,7 +48,7 @@ impl Core {
     pub fn decide(&mut self, snap: &Snapshot) -> Decision {
         let needs = online_needs(snap, &self.config);
         let (mut rooms, notes) = node_rooms(snap, &needs, &self.config);
-        apply_latency_guard(snap, &mut rooms, &mut self.memory, &self.config);
+        apply_latency_guard(snap, &needs, &mut rooms, &mut self.memory, &self.config);
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
         let plans = plan_jobs(snap, &mut rooms, &mut self.memory, &self.config);
 

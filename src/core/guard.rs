@@ -3,14 +3,23 @@
 
 use std::collections::HashMap;
 
-use super::capacity::NodeRoom;
+use super::capacity::{NodeRoom, OnlineNeed};
 use super::config::Config;
 use super::damping::Memory;
 use super::intent::Reason;
 use super::resources::Resources;
 use super::snapshot::{PodClass, Snapshot};
 
-pub fn apply_latency_guard(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, config: &Config) {
+/// Latency that the service's own scaling explains (pods are coming, reserved for already) is not
+/// answered by shrinking training further: the guard then only holds growth. Slack that stays
+/// low once the service has the replicas it asked for points at interference, and shrinks.
+pub fn apply_latency_guard(
+    snap: &Snapshot,
+    needs: &[OnlineNeed],
+    rooms: &mut [NodeRoom],
+    memory: &mut Memory,
+    config: &Config,
+) {
     let index: HashMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
     let mut training_on: Vec<Resources> = vec![Resources::ZERO; rooms.len()];
     let mut hosts: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -28,6 +37,10 @@ pub fn apply_latency_guard(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut
         let slack = lat.slack();
         let (shrink, text) = match slack {
             None => (false, format!("latency guard: {} p99 unknown or stale", svc.name)),
+            Some(s) if s < config.latency_slack_shrink && scaling_up(needs, &svc.name) => (
+                false,
+                format!("latency guard: {} p99 slack {s:.2} while it scales up; holding growth", svc.name),
+            ),
             Some(s) if s < config.latency_slack_shrink => {
                 // Only a shrink that happens starts the interval.
                 let any_training = nodes.iter().any(|&i| !training_on[i].is_zero());
@@ -55,4 +68,8 @@ pub fn apply_latency_guard(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut
             }
         }
     }
+}
+
+fn scaling_up(needs: &[OnlineNeed], service: &str) -> bool {
+    needs.iter().any(|n| n.service == service && n.missing() > 0)
 }

@@ -315,6 +315,10 @@ impl<'a> World<'a> {
         let relaunch = spec.baselines.relaunch_delay.as_secs_f64();
         for j in hit {
             let job = &mut self.jobs[j];
+            // Gang jobs are the generous baseline of the contract: their progress is kept.
+            if self.policy != Policy::Gang {
+                job.roll_back(now);
+            }
             match self.policy {
                 Policy::Preemption => {
                     job.relaunch_at.get_or_insert(now + relaunch);
@@ -401,7 +405,7 @@ impl<'a> World<'a> {
             row.services.push((load, replicas, ready, p99 * 1000.0));
         }
         for job in &mut self.jobs {
-            acc.samples += job.train(self.now, dt);
+            job.train(self.now, dt);
             row.workers.push(job.active_workers());
         }
         acc.time += dt;
@@ -450,7 +454,8 @@ impl<'a> World<'a> {
             pending_online_pod_s: acc.pending_online,
             forced_preemptions: self.forced_preemptions,
             rescale_events: self.jobs.iter().map(|j| u64::from(j.rescale_events)).sum(),
-            training_samples: acc.samples,
+            // Samples kept: work lost to rollbacks does not count.
+            training_samples: self.jobs.iter().map(|j| j.progress).sum(),
             makespan_s: makespan,
             jobs,
         }
@@ -464,5 +469,4 @@ struct Accumulator {
     above_target: f64,
     slo_violation: f64,
     pending_online: f64,
-    samples: f64,
 }

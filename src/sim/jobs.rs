@@ -3,7 +3,8 @@
 //! Throughput is `throughput_per_worker * n^scaling_efficiency` for n active workers (bound,
 //! not leaving), zero below `min_workers`, and zero while a membership change pauses the job
 //! for `rescale_cost`. A job resumed after losing all its workers also pays `rescale_cost`
-//! (restoring its checkpoint).
+//! (restoring its checkpoint). Checkpoints are taken every `checkpoint_interval` of running
+//! time; a forced eviction rolls the job back to the last one.
 
 use super::cluster::{Cluster, PodId, PodKind};
 use super::scenario::JobSpec;
@@ -34,6 +35,11 @@ pub struct SimJob {
     /// `preemption` baseline: when lost workers are replaced.
     pub relaunch_at: Option<f64>,
     next_worker: u64,
+    /// Progress saved by the last checkpoint, and when it was taken.
+    checkpoint: f64,
+    checkpoint_at: f64,
+    /// Samples thrown away by rollbacks to a checkpoint.
+    pub lost: f64,
 }
 
 impl SimJob {
@@ -51,6 +57,9 @@ impl SimJob {
             worker_seconds: 0.0,
             relaunch_at: None,
             next_worker: 0,
+            checkpoint: 0.0,
+            checkpoint_at: 0.0,
+            lost: 0.0,
         }
     }
 
@@ -96,6 +105,13 @@ impl SimJob {
         self.members = active;
     }
 
+    /// A worker was killed without a graceful shrink: the job restarts from its checkpoint.
+    pub fn roll_back(&mut self, now: f64) {
+        self.lost += self.progress - self.checkpoint;
+        self.progress = self.checkpoint;
+        self.checkpoint_at = now;
+    }
+
     pub fn active_workers(&self) -> u32 {
         self.members.len() as u32
     }
@@ -114,6 +130,10 @@ impl SimJob {
         let start = self.paused_until.max(now);
         let usable = (now + dt - start).max(0.0);
         let rate = self.spec.throughput_per_worker * (n as f64).powf(self.spec.scaling_efficiency);
+        if now - self.checkpoint_at >= self.spec.checkpoint_interval.as_secs_f64() {
+            self.checkpoint = self.progress;
+            self.checkpoint_at = now;
+        }
         let mut done = rate * usable;
         if let Some(work) = self.spec.work {
             if self.progress + done >= work {

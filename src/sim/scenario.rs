@@ -180,6 +180,11 @@ pub struct JobSpec {
     /// Added key: how long a worker takes to leave after a graceful release.
     #[serde(default = "two_seconds", deserialize_with = "duration")]
     pub release_time: Duration,
+    /// Added key: how often the job checkpoints. A worker evicted without a graceful shrink
+    /// rolls the job back to its last checkpoint (as torchrun and most frameworks do); a
+    /// graceful shrink through the master loses nothing.
+    #[serde(default = "five_minutes", deserialize_with = "duration")]
+    pub checkpoint_interval: Duration,
 }
 
 fn two_seconds() -> Duration {
