@@ -335,7 +335,10 @@ mod tests {
         );
         // A jump that has levelled off: the newest third of the window is flat.
         let jump = [s(0, 100.0), s(5, 100.0), s(10, 400.0), s(20, 400.0), s(25, 400.0), s(30, 400.0)];
-        assert_eq!(load_trend_factor(&jump, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15)), 1.0);
+        assert_eq!(
+            load_trend_factor(&jump, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15)),
+            1.0
+        );
         let old = [s(0, 100.0), s(1, 200.0)];
         assert_eq!(
             load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)),

@@ -37,10 +37,9 @@ pub fn apply_latency_guard(
         let slack = lat.slack();
         let (shrink, text) = match slack {
             None => (false, format!("latency guard: {} p99 unknown or stale", svc.name)),
-            Some(s) if s < config.latency_slack_shrink && scaling_up(needs, &svc.name) => (
-                false,
-                format!("latency guard: {} p99 slack {s:.2} while it scales up; holding growth", svc.name),
-            ),
+            Some(s) if s < config.latency_slack_shrink && scaling_up(needs, &svc.name) => {
+                (false, format!("latency guard: {} p99 slack {s:.2} while it scales up; holding growth", svc.name))
+            }
             Some(s) if s < config.latency_slack_shrink => {
                 // Only a shrink that happens starts the interval.
                 let any_training = nodes.iter().any(|&i| !training_on[i].is_zero());

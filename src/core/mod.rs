@@ -20,3 +20,5 @@ pub use snapshot::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Se
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_rules;

@@ -41,6 +41,10 @@ pub struct SimNode {
     pub allocatable: Resources,
     /// Requests of every pod bound here, leaving ones included.
     pub used: Resources,
+    /// Of `used`, what pods in their grace period hold.
+    pub leaving: Resources,
+    /// Requests of pending pods waiting for this node's leaving pods.
+    pub nominated: Resources,
 }
 
 /// How an online pod that does not fit gets room.
@@ -69,7 +73,13 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn add_node(&mut self, name: String, allocatable: Resources) -> usize {
-        self.nodes.push(SimNode { name, allocatable, used: Resources::ZERO });
+        self.nodes.push(SimNode {
+            name,
+            allocatable,
+            used: Resources::ZERO,
+            leaving: Resources::ZERO,
+            nominated: Resources::ZERO,
+        });
         self.nodes.len() - 1
     }
 
@@ -98,7 +108,9 @@ impl Cluster {
         let pod = self.pods.get_mut(&id).expect("bind a live pod");
         debug_assert!(pod.node.is_none());
         pod.node = Some(node);
-        pod.nominated = None;
+        if let Some(m) = pod.nominated.take() {
+            self.nodes[m].nominated -= pod.requests;
+        }
         pod.ready_at = Some(ready_at);
         self.nodes[node].used += pod.requests;
     }
@@ -109,18 +121,25 @@ impl Cluster {
         if pod.leaving_at.is_some() {
             return;
         }
-        if pod.node.is_none() || grace <= 0.0 {
-            self.remove(id);
-        } else {
-            pod.leaving_at = Some(now + grace);
+        match pod.node {
+            Some(n) if grace > 0.0 => {
+                pod.leaving_at = Some(now + grace);
+                self.nodes[n].leaving += pod.requests;
+            }
+            _ => self.remove(id),
         }
     }
 
     fn remove(&mut self, id: PodId) {
-        if let Some(pod) = self.pods.remove(&id) {
-            if let Some(n) = pod.node {
-                self.nodes[n].used -= pod.requests;
+        let Some(pod) = self.pods.remove(&id) else { return };
+        if let Some(n) = pod.node {
+            self.nodes[n].used -= pod.requests;
+            if pod.leaving_at.is_some() {
+                self.nodes[n].leaving -= pod.requests;
             }
+        }
+        if let Some(m) = pod.nominated {
+            self.nodes[m].nominated -= pod.requests;
         }
     }
 
@@ -195,12 +214,12 @@ impl Cluster {
                 continue;
             }
             if let Some(n) = self.pods[&id].nominated {
-                let victims_leaving = self.pods.values().any(|p| p.node == Some(n) && p.leaving_at.is_some());
-                if victims_leaving {
+                if !self.nodes[n].leaving.is_zero() {
                     continue;
                 }
                 // The room it waited for went elsewhere: look again.
                 self.pods.get_mut(&id).expect("pending pod").nominated = None;
+                self.nodes[n].nominated -= requests;
             }
             if !online {
                 continue;
@@ -215,6 +234,7 @@ impl Cluster {
                     evictions.pods.push((v, job));
                 }
                 self.pods.get_mut(&id).expect("pending pod").nominated = Some(node);
+                self.nodes[node].nominated += requests;
             }
         }
         evictions
@@ -222,16 +242,8 @@ impl Cluster {
 
     /// Room on `node` once leaving pods are gone and other preemptors have what they wait for.
     fn room_after_leavers(&self, node: usize) -> Resources {
-        let mut room = self.nodes[node].allocatable;
-        for p in self.pods.values() {
-            if p.node == Some(node) && p.leaving_at.is_none() {
-                room -= p.requests;
-            }
-            if p.node.is_none() && p.nominated == Some(node) {
-                room -= p.requests;
-            }
-        }
-        room
+        let n = &self.nodes[node];
+        n.allocatable - n.used + n.leaving - n.nominated
     }
 
     /// The node where the fewest lowest-priority workers (or whole jobs) make room.
@@ -247,18 +259,20 @@ impl Cluster {
                 return Some((n, Vec::new()));
             }
         }
+        // One pass over the pods: the workers that could go, per node and per job.
+        let mut on_node: Vec<Vec<(i32, PodId, usize)>> = vec![Vec::new(); self.nodes.len()];
+        let mut of_job: BTreeMap<usize, Vec<(PodId, Option<usize>, Resources)>> = BTreeMap::new();
+        for (id, p) in &self.pods {
+            if let (PodKind::Worker { job }, None) = (p.kind, p.leaving_at) {
+                if let Some(n) = p.node {
+                    on_node[n].push((priority(job), *id, job));
+                }
+                of_job.entry(job).or_default().push((*id, p.node, p.requests));
+            }
+        }
         let mut best: Option<(usize, Vec<(PodId, usize)>)> = None;
-        for n in 0..self.nodes.len() {
+        for (n, mut candidates) in on_node.into_iter().enumerate() {
             let mut room = self.room_after_leavers(n);
-            let mut candidates: Vec<(i32, PodId, usize)> = self
-                .pods
-                .iter()
-                .filter(|(_, p)| p.node == Some(n) && p.leaving_at.is_none())
-                .filter_map(|(id, p)| match p.kind {
-                    PodKind::Worker { job } => Some((priority(job), *id, job)),
-                    _ => None,
-                })
-                .collect();
             // Lowest priority first, newest first within a priority.
             candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
             let mut victims = Vec::new();
@@ -272,13 +286,11 @@ impl Cluster {
                         continue;
                     }
                     jobs_taken.push(job);
-                    for (vid, vp) in self.pods.iter() {
-                        if vp.kind == (PodKind::Worker { job }) && vp.leaving_at.is_none() {
-                            if vp.node == Some(n) {
-                                room += vp.requests;
-                            }
-                            victims.push((*vid, job));
+                    for (vid, vnode, vreq) in &of_job[&job] {
+                        if *vnode == Some(n) {
+                            room += *vreq;
                         }
+                        victims.push((*vid, job));
                     }
                 } else {
                     room += self.pods[&id].requests;
