@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use colocate::sim::chart::render_svg;
 use colocate::sim::replay::steps;
-use colocate::sim::report::timeline_csv;
+use colocate::sim::report::{intents_csv, timeline_csv};
 use colocate::sim::{replay, Policy, ReplayOutput, Scenario, ScenarioError};
 
 /// The scenario replayed when none is named: shipped in the binary, so it needs no files.
@@ -24,7 +24,8 @@ pub struct ReplayArgs {
     /// several are given).
     #[arg(long)]
     pub json: bool,
-    /// Write report.json, timeline.csv and chart.svg here (a folder per scenario when several).
+    /// Write report.json, timeline.csv, intents.csv (colocate's decisions and why) and chart.svg
+    /// here (a folder per scenario when several).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Policies to compare, comma separated.
@@ -65,7 +66,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), ReplayError> {
             let dir = if several { dir.join(&scenario.spec.name) } else { dir.clone() };
             write_artifacts(&dir, scenario, &output)?;
             if !args.json {
-                text += &format!("wrote {}/report.json, timeline.csv, chart.svg\n", dir.display());
+                text += &format!("wrote {}/report.json, timeline.csv, intents.csv, chart.svg\n", dir.display());
             }
         }
         if several && !args.json {
@@ -112,6 +113,7 @@ fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> an
     let services: Vec<String> = scenario.spec.services.iter().map(|s| s.name.clone()).collect();
     let jobs: Vec<String> = scenario.spec.jobs.iter().map(|j| j.name.clone()).collect();
     write("timeline.csv", &timeline_csv(&panels, &services, &jobs))?;
+    write("intents.csv", &intents_csv(&output.intents))?;
     let title = format!("{}: CPU allocation by class (dashed: target)", scenario.spec.name);
     write("chart.svg", &render_svg(&title, &panels, output.report.target_utilization))?;
     Ok(())

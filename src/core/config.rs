@@ -41,6 +41,9 @@ pub struct Config {
     pub latency_slack_shrink: f64,
     /// Fraction of training CPU on a service's nodes released per latency-guard step.
     pub latency_shrink_fraction: f64,
+    /// Most latency-guard shrinks in one episode of low slack; if latency has not recovered by
+    /// then, training is not what hurts it and the guard only holds growth.
+    pub latency_guard_max_steps: u32,
     /// Minimum time between two latency-guard shrinks (let the last one take effect).
     #[serde(deserialize_with = "duration")]
     pub latency_guard_interval: Duration,
@@ -65,6 +68,7 @@ impl Default for Config {
             latency_slack_hold: 0.1,
             latency_slack_shrink: 0.0,
             latency_shrink_fraction: 0.25,
+            latency_guard_max_steps: 2,
             latency_guard_interval: Duration::from_secs(15),
             release_deadline: Duration::from_secs(30),
         }

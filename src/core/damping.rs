@@ -14,6 +14,10 @@ pub struct Memory {
     possible: HashMap<String, VecDeque<(Duration, u32)>>,
     /// Per service: when the latency guard last shrank training on its nodes.
     guard_shrunk_at: HashMap<String, Duration>,
+    /// Per service: guard shrinks in the current episode of low slack.
+    guard_steps: HashMap<String, u32>,
+    /// Per service: since when its slack has been healthy without interruption.
+    guard_calm_since: HashMap<String, Duration>,
 }
 
 /// How a job may move this decision, and why growth was held back.
@@ -114,13 +118,38 @@ impl Memory {
     }
 
     /// True (and remembered) when the latency guard may shrink `service`'s nodes again now.
+    ///
+    /// Within one episode of low slack the guard shrinks at most `latency_guard_max_steps`
+    /// times: if latency has not recovered after that, training on the nodes is not what hurts
+    /// it (the service is saturated or lags its own load), and further shrinks only lose work.
     pub fn guard_may_shrink(&mut self, service: &str, now: Duration, config: &Config) -> bool {
+        self.guard_calm_since.remove(service);
+        let steps = self.guard_steps.get(service).copied().unwrap_or(0);
+        if steps >= config.latency_guard_max_steps {
+            return false;
+        }
         match self.guard_shrunk_at.get(service) {
             Some(t) if now.saturating_sub(*t) < config.latency_guard_interval => false,
             _ => {
                 self.guard_shrunk_at.insert(service.to_string(), now);
+                self.guard_steps.insert(service.to_string(), steps + 1);
                 true
             }
+        }
+    }
+
+    /// The service's slack is low but the guard only holds: the episode goes on.
+    pub fn guard_troubled(&mut self, service: &str) {
+        self.guard_calm_since.remove(service);
+    }
+
+    /// The service's slack is healthy. The episode ends once it has stayed healthy for the
+    /// growth stabilization window: a noisy service that dips every few seconds stays in one
+    /// episode and is not shrunk again and again.
+    pub fn guard_recovered(&mut self, service: &str, now: Duration, config: &Config) {
+        let since = *self.guard_calm_since.entry(service.to_string()).or_insert(now);
+        if now.saturating_sub(since) >= config.grow_stabilization {
+            self.guard_steps.remove(service);
         }
     }
 
@@ -128,5 +157,7 @@ impl Memory {
     pub fn retain(&mut self, jobs: &[&str], services: &[&str]) {
         self.possible.retain(|k, _| jobs.contains(&k.as_str()));
         self.guard_shrunk_at.retain(|k, _| services.contains(&k.as_str()));
+        self.guard_steps.retain(|k, _| services.contains(&k.as_str()));
+        self.guard_calm_since.retain(|k, _| services.contains(&k.as_str()));
     }
 }

@@ -49,22 +49,39 @@ pub fn apply_latency_guard(
             Some(s) if s < config.latency_slack_hold => {
                 (false, format!("latency guard: {} p99 slack {s:.2} below {:.2}", svc.name, config.latency_slack_hold))
             }
-            Some(_) => continue,
-        };
-        let mut seen = nodes.clone();
-        seen.sort_unstable();
-        seen.dedup();
-        for i in seen {
-            let room = &mut rooms[i];
-            room.hold_growth = true;
-            if shrink && !training_on[i].is_zero() {
-                // At most (1 - fraction) of what is there, and always strictly less.
-                let cap = training_on[i]
-                    .scaled_up(1.0 - config.latency_shrink_fraction)
-                    .min(training_on[i] - Resources::new(1, 1, 0));
-                room.training_room = room.training_room.min(cap.clamp_non_negative());
-                room.pressure.push((Reason::LatencyGuard, text.clone()));
+            Some(_) => {
+                memory.guard_recovered(&svc.name, snap.now, config);
+                continue;
             }
+        };
+        if !shrink {
+            memory.guard_troubled(&svc.name);
+        }
+        let mut hosts: Vec<usize> = nodes.clone();
+        hosts.sort_unstable();
+        hosts.dedup();
+        for &i in &hosts {
+            rooms[i].hold_growth = true;
+        }
+        if !shrink {
+            continue;
+        }
+        // Release `latency_shrink_fraction` of the training CPU on the service's nodes, taken
+        // from the most loaded nodes first: a per-node fraction would release every worker of
+        // a node that holds only one.
+        let total: i64 = hosts.iter().map(|&i| training_on[i].cpu_milli).sum();
+        let mut goal = ((total as f64 * config.latency_shrink_fraction).ceil() as i64).max(1);
+        hosts.sort_by_key(|&i| (std::cmp::Reverse(training_on[i].cpu_milli), i));
+        for i in hosts {
+            if goal <= 0 || training_on[i].cpu_milli == 0 {
+                break;
+            }
+            let cut = goal.min(training_on[i].cpu_milli);
+            goal -= cut;
+            let cap = training_on[i] - Resources::new(cut, 0, 0);
+            let room = &mut rooms[i];
+            room.training_room = room.training_room.min(cap.clamp_non_negative());
+            room.pressure.push((Reason::LatencyGuard, text.clone()));
         }
     }
 }

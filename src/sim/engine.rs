@@ -15,7 +15,7 @@ use super::report::{JobResult, PolicyResult, TimelineRow};
 use super::scenario::Scenario;
 use super::service::{p99_seconds, utilization, HpaState};
 use super::snapshot::build_snapshot;
-use crate::core::{Core, Sample};
+use crate::core::{Core, Sample, ScaleIntent};
 
 pub struct SimService {
     pub hpa: HpaState,
@@ -34,12 +34,15 @@ pub struct World<'a> {
     core: Option<Core>,
     gang_queue: VecDeque<usize>,
     forced_preemptions: u64,
+    intents: Vec<(f64, ScaleIntent)>,
 }
 
 /// What one policy run produced.
 pub struct PolicyRun {
     pub result: PolicyResult,
     pub timeline: Vec<TimelineRow>,
+    /// `colocate`: every intent the core produced, with the time it was applied.
+    pub intents: Vec<(f64, ScaleIntent)>,
 }
 
 /// Load samples kept per service: enough for the core's trend window.
@@ -90,6 +93,7 @@ impl<'a> World<'a> {
             core,
             gang_queue: VecDeque::new(),
             forced_preemptions: 0,
+            intents: Vec::new(),
         }
     }
 
@@ -108,7 +112,7 @@ impl<'a> World<'a> {
             on_progress(k + 1);
         }
         let result = self.result(&acc);
-        PolicyRun { result, timeline }
+        PolicyRun { result, timeline, intents: std::mem::take(&mut self.intents) }
     }
 
     fn step(&mut self) {
@@ -225,6 +229,7 @@ impl<'a> World<'a> {
         for intent in decision.intents {
             let Some(j) = self.jobs.iter().position(|job| job.spec.name == intent.job) else { continue };
             self.apply_target(j, intent.target, &intent.release_pods);
+            self.intents.push((self.now, intent));
         }
     }
 

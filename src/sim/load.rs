@@ -111,14 +111,20 @@ fn trace_curve(spec: &TraceSpec, base: &Path) -> Result<Vec<(f64, f64)>, LoadErr
     let time_col = match (&spec.time_column, spec.row_interval) {
         (Some(name), _) => Some(find(name, "time_column")?),
         (None, Some(_)) => None,
-        (None, None) => {
-            Some(columns.iter().position(|c| ["t_s", "timestamp", "time"].contains(c)).ok_or_else(|| {
-                (
-                    ".trace.time_column".to_string(),
-                    format!("{} has no t_s, timestamp or time column; name one, or give row_interval", path.display()),
-                )
-            })?)
-        }
+        (None, None) => Some(
+            columns
+                .iter()
+                .position(|c| ["t_s", "timestamp", "time"].contains(&c.to_ascii_lowercase().as_str()))
+                .ok_or_else(|| {
+                    (
+                        ".trace.time_column".to_string(),
+                        format!(
+                            "{} has no t_s, timestamp or time column; name one, or give row_interval",
+                            path.display()
+                        ),
+                    )
+                })?,
+        ),
     };
     let value_col = match &spec.value_column {
         Some(name) => find(name, "value_column")?,

@@ -19,3 +19,6 @@ pub use error::ScenarioError;
 pub use policy::Policy;
 pub use replay::{replay, ReplayOutput};
 pub use scenario::Scenario;
+
+#[cfg(test)]
+mod tests;

@@ -7,11 +7,14 @@ use super::engine::World;
 use super::policy::Policy;
 use super::report::{Report, TimelineRow};
 use super::scenario::Scenario;
+use crate::core::ScaleIntent;
 
 pub struct ReplayOutput {
     pub report: Report,
     /// Per policy, same order as `report.results`.
     pub timelines: Vec<Vec<TimelineRow>>,
+    /// The `colocate` run's intents (time, intent); empty when it was not replayed.
+    pub intents: Vec<(f64, ScaleIntent)>,
 }
 
 /// Total steps of one policy run.
@@ -47,9 +50,11 @@ pub fn replay(scenario: &Scenario, policies: &[Policy], progress: &(dyn Fn(u64) 
     let spec = &scenario.spec;
     let mut results = Vec::new();
     let mut timelines = Vec::new();
+    let mut intents = Vec::new();
     for run in runs {
         results.push(run.result);
         timelines.push(run.timeline);
+        intents.extend(run.intents);
     }
     let report = Report {
         version: 1,
@@ -60,5 +65,5 @@ pub fn replay(scenario: &Scenario, policies: &[Policy], progress: &(dyn Fn(u64) 
         target_utilization: spec.controller.target_utilization,
         results,
     };
-    ReplayOutput { report, timelines }
+    ReplayOutput { report, timelines, intents }
 }

@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::core::ScaleIntent;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub version: u32,
@@ -145,6 +147,25 @@ pub fn timeline_csv(policies: &[(&str, &[TimelineRow])], services: &[String], jo
             }
             out.push('\n');
         }
+    }
+    out
+}
+
+/// intents.csv: what the `colocate` policy decided, when, and why (one row per intent).
+pub fn intents_csv(intents: &[(f64, ScaleIntent)]) -> String {
+    let mut out = String::from("t_s,job,from,target,reason,release_pods,why\n");
+    for (t, i) in intents {
+        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        let _ = writeln!(
+            out,
+            "{t},{},{},{},{},{},{}",
+            quote(&i.job),
+            i.from,
+            i.target,
+            i.reason,
+            quote(&i.release_pods.join(" ")),
+            quote(&i.why)
+        );
     }
     out
 }

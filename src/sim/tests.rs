@@ -1,0 +1,580 @@
+//! Unit tests of the simulated cluster's models: the scheduler and its preemption modes, the
+//! training-job model, HPA edge cases, and tiny end-to-end replays of the baseline policies.
+//!
+//! CPU in millicores; pods request no memory unless a test says otherwise.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
+use super::engine::{PolicyRun, World};
+use super::jobs::{Phase, SimJob};
+use super::policy::Policy;
+use super::scenario::{JobSpec, ResourceSpec, Scenario, ServiceSpec};
+use super::service::HpaState;
+use super::units::{Cpu, Memory};
+use crate::core::Resources;
+
+const GI: i64 = 1 << 30;
+const GRACE: f64 = 30.0;
+
+fn cpu(milli: i64) -> Resources {
+    Resources::new(milli, 0, 0)
+}
+
+/// Nodes `n0`, `n1`, ... with the given CPU and 64 GiB each.
+fn cluster(cpus: &[i64]) -> Cluster {
+    let mut c = Cluster::default();
+    for (i, &m) in cpus.iter().enumerate() {
+        c.add_node(format!("n{i}"), Resources::new(m, 64 * GI, 0));
+    }
+    c
+}
+
+fn bound(c: &mut Cluster, kind: PodKind, requests: Resources, node: usize) -> PodId {
+    let id = c.create(format!("p{}", c.pods.len()), kind, requests, 0.0);
+    c.bind(id, node, 0.0);
+    id
+}
+
+fn worker(job: usize) -> PodKind {
+    PodKind::Worker { job }
+}
+
+fn online_kind() -> PodKind {
+    PodKind::Online { service: 0 }
+}
+
+/// One scheduler pass with `mode` for every online pod, no startup delay, a 30 s grace period
+/// and job `j` at priority `priorities[j]`.
+fn schedule(c: &mut Cluster, now: f64, mode: Preemption, priorities: &[i32]) -> Vec<(PodId, usize)> {
+    let preemption = |_: &SimPod| mode;
+    let ready_delay = |_: &SimPod| 0.0;
+    let priority = |j: usize| priorities[j];
+    c.schedule(now, &preemption, &ready_delay, &priority, GRACE).pods
+}
+
+fn node_of(c: &Cluster, id: PodId) -> Option<usize> {
+    c.pods[&id].node
+}
+
+fn sorted(mut v: Vec<(PodId, usize)>) -> Vec<(PodId, usize)> {
+    v.sort();
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduler: online pods spread, workers pack.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn online_pods_spread_to_the_freest_node() {
+    // Free: n0 7, n1 5, n2 6 CPU.
+    let mut c = cluster(&[8000, 8000, 8000]);
+    bound(&mut c, PodKind::System, cpu(1000), 0);
+    bound(&mut c, PodKind::System, cpu(3000), 1);
+    bound(&mut c, PodKind::System, cpu(2000), 2);
+    let a = c.create("web-a".into(), online_kind(), cpu(1000), 0.0);
+    let b = c.create("web-b".into(), online_kind(), cpu(1000), 0.0);
+    let d = c.create("web-d".into(), online_kind(), cpu(1000), 0.0);
+    assert!(schedule(&mut c, 0.0, Preemption::Never, &[]).is_empty());
+    // a: n0 (7 free). b: n0 and n2 tie at 6, the lower index wins. d: n2 (6 vs 5 and 5).
+    assert_eq!([node_of(&c, a), node_of(&c, b), node_of(&c, d)], [Some(0), Some(0), Some(2)]);
+    assert_eq!([0, 1, 2].map(|n| c.free(n).cpu_milli), [5000, 5000, 5000]);
+}
+
+#[test]
+fn spread_considers_every_dimension() {
+    // n0 has the most CPU free but not the memory: the pod goes to n1.
+    let mut c = cluster(&[16_000, 8000]);
+    bound(&mut c, PodKind::System, Resources::new(0, 63 * GI, 0), 0);
+    let p = c.create("web-0".into(), online_kind(), Resources::new(1000, 2 * GI, 0), 0.0);
+    schedule(&mut c, 0.0, Preemption::Never, &[]);
+    assert_eq!(node_of(&c, p), Some(1));
+    assert_eq!(c.pick_node(&Resources::new(1000, 2 * GI, 0), false), Some(1));
+    assert_eq!(c.pick_node(&Resources::new(1000, 100 * GI, 0), true), None);
+}
+
+#[test]
+fn workers_pack_best_fit() {
+    // Free: n0 7, n1 5, n2 6 CPU.
+    let mut c = cluster(&[8000, 8000, 8000]);
+    bound(&mut c, PodKind::System, cpu(1000), 0);
+    bound(&mut c, PodKind::System, cpu(3000), 1);
+    bound(&mut c, PodKind::System, cpu(2000), 2);
+    let ws: Vec<PodId> = (0..5).map(|i| c.create(format!("w-{i}"), worker(0), cpu(2000), 0.0)).collect();
+    schedule(&mut c, 0.0, Preemption::Workers, &[0]);
+    // n1 (5) takes two, then n2 (6) is the tightest with room for two, then n0.
+    let nodes: Vec<Option<usize>> = ws.iter().map(|&w| node_of(&c, w)).collect();
+    assert_eq!(nodes, [Some(1), Some(1), Some(2), Some(2), Some(0)]);
+    // A worker that fits nowhere waits; workers never preempt.
+    let big = c.create("w-big".into(), worker(0), cpu(6000), 0.0);
+    assert!(schedule(&mut c, 1.0, Preemption::Workers, &[0]).is_empty());
+    assert_eq!(node_of(&c, big), None);
+    assert!(c.pods.values().all(|p| p.leaving_at.is_none()));
+}
+
+#[test]
+fn online_pods_then_higher_priority_workers_bind_first() {
+    // Room for one 2-CPU pod. A low-priority worker, a high-priority worker and an online pod
+    // are pending, created in that order.
+    let mut c = cluster(&[2000]);
+    let lo = c.create("lo".into(), worker(0), cpu(2000), 0.0);
+    let hi = c.create("hi".into(), worker(1), cpu(2000), 0.0);
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    schedule(&mut c, 0.0, Preemption::Never, &[0, 5]);
+    assert_eq!([node_of(&c, lo), node_of(&c, hi), node_of(&c, web)], [None, None, Some(0)]);
+    c.delete(web, 1.0, 0.0);
+    schedule(&mut c, 1.0, Preemption::Never, &[0, 5]);
+    assert_eq!([node_of(&c, lo), node_of(&c, hi)], [None, Some(0)]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption.
+// ---------------------------------------------------------------------------------------------
+
+/// Three 4-CPU nodes. n0: four 1-CPU workers of job 1. n1: a 2-CPU worker of job 0, then two
+/// 1-CPU workers of job 1. n2: a 2-CPU worker of job 1, then a 2-CPU worker of job 0. Job 0 has
+/// priority 5, job 1 priority 0. A 2-CPU online pod needs two victims on n0 and n1, one on n2.
+fn full_cluster() -> (Cluster, Vec<PodId>) {
+    let mut c = cluster(&[4000, 4000, 4000]);
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(bound(&mut c, worker(1), cpu(1000), 0));
+    }
+    ids.push(bound(&mut c, worker(0), cpu(2000), 1));
+    ids.push(bound(&mut c, worker(1), cpu(1000), 1));
+    ids.push(bound(&mut c, worker(1), cpu(1000), 1));
+    ids.push(bound(&mut c, worker(1), cpu(2000), 2));
+    ids.push(bound(&mut c, worker(0), cpu(2000), 2));
+    (c, ids)
+}
+
+const PRIORITIES: [i32; 2] = [5, 0];
+
+#[test]
+fn preemption_picks_the_node_needing_the_fewest_victims_and_waits_for_the_grace_period() {
+    let (mut c, ids) = full_cluster();
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    let evicted = schedule(&mut c, 0.0, Preemption::Workers, &PRIORITIES);
+    assert_eq!(evicted, [(ids[7], 1)]);
+    assert_eq!(c.pods[&ids[7]].leaving_at, Some(GRACE));
+    assert_eq!(c.pods[&web].nominated, Some(2));
+    assert_eq!(node_of(&c, web), None);
+    // While the victim leaves, the preemptor waits and nobody else is evicted.
+    for t in [1.0, 10.0, 29.0] {
+        c.reap(t);
+        assert!(schedule(&mut c, t, Preemption::Workers, &PRIORITIES).is_empty(), "second round at {t}");
+        assert_eq!(node_of(&c, web), None);
+        assert_eq!(c.pods[&web].nominated, Some(2));
+    }
+    // The grace period is over: the victim is gone and the preemptor binds where it waited.
+    let gone = c.reap(GRACE);
+    assert_eq!(gone.len(), 1);
+    assert!(schedule(&mut c, GRACE, Preemption::Workers, &PRIORITIES).is_empty());
+    assert_eq!(node_of(&c, web), Some(2));
+    assert_eq!(c.pods[&web].nominated, None);
+    assert_eq!(c.pods.values().filter(|p| p.leaving_at.is_some()).count(), 0);
+}
+
+#[test]
+fn preemption_evicts_lowest_priority_newest_workers_first() {
+    // One 4-CPU node: job 0 (priority 5) then job 1 (priority 0), two 1-CPU workers each.
+    let victims_for = |need: i64| {
+        let mut c = cluster(&[4000]);
+        let ids: Vec<PodId> = [0, 0, 1, 1].iter().map(|&j| bound(&mut c, worker(j), cpu(1000), 0)).collect();
+        c.create("web".into(), online_kind(), cpu(need), 0.0);
+        let evicted = schedule(&mut c, 0.0, Preemption::Workers, &PRIORITIES);
+        let index: Vec<usize> = evicted.iter().map(|(id, _)| ids.iter().position(|x| x == id).unwrap()).collect();
+        index
+    };
+    assert_eq!(victims_for(1000), [3]);
+    assert_eq!(victims_for(2000), [3, 2]);
+    assert_eq!(victims_for(3000), [3, 2, 1]);
+    assert_eq!(victims_for(4000), [3, 2, 1, 0]);
+}
+
+#[test]
+fn a_second_preemptor_finds_its_own_victims() {
+    // Two 2-CPU workers fill the node; two 2-CPU online pods each need one of them.
+    let mut c = cluster(&[4000]);
+    let w0 = bound(&mut c, worker(1), cpu(2000), 0);
+    let w1 = bound(&mut c, worker(1), cpu(2000), 0);
+    let a = c.create("web-a".into(), online_kind(), cpu(2000), 0.0);
+    let b = c.create("web-b".into(), online_kind(), cpu(2000), 0.0);
+    assert_eq!(schedule(&mut c, 0.0, Preemption::Workers, &PRIORITIES), [(w1, 1), (w0, 1)]);
+    assert!(schedule(&mut c, 15.0, Preemption::Workers, &PRIORITIES).is_empty());
+    c.reap(GRACE);
+    schedule(&mut c, GRACE, Preemption::Workers, &PRIORITIES);
+    assert_eq!([node_of(&c, a), node_of(&c, b)], [Some(0), Some(0)]);
+}
+
+#[test]
+fn preemptor_waits_for_room_that_is_already_being_released() {
+    // The controller released one worker gracefully (2 s): the online pod evicts nobody.
+    let mut c = cluster(&[4000]);
+    let w0 = bound(&mut c, worker(1), cpu(2000), 0);
+    bound(&mut c, worker(1), cpu(2000), 0);
+    c.delete(w0, 0.0, 2.0);
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    assert!(schedule(&mut c, 0.0, Preemption::Workers, &PRIORITIES).is_empty());
+    assert_eq!(c.pods[&web].nominated, Some(0));
+    assert!(schedule(&mut c, 1.0, Preemption::Workers, &PRIORITIES).is_empty());
+    c.reap(2.0);
+    assert!(schedule(&mut c, 2.0, Preemption::Workers, &PRIORITIES).is_empty());
+    assert_eq!(node_of(&c, web), Some(0));
+}
+
+#[test]
+fn preemption_never_leaves_the_pod_pending() {
+    let (mut c, _) = full_cluster();
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    for t in [0.0, 30.0, 60.0] {
+        c.reap(t);
+        assert!(schedule(&mut c, t, Preemption::Never, &PRIORITIES).is_empty());
+    }
+    assert_eq!(node_of(&c, web), None);
+    assert_eq!(c.pods[&web].nominated, None);
+    assert!(c.pods.values().all(|p| p.leaving_at.is_none()));
+    assert_eq!(c.pods.len(), 10);
+}
+
+#[test]
+fn whole_jobs_preemption_evicts_every_worker_of_the_job_on_every_node() {
+    // n0: two 2-CPU workers of job 1. n1: a 2-CPU worker of job 1 and one of job 0 (priority 5).
+    let mut c = cluster(&[4000, 4000]);
+    let j1a = bound(&mut c, worker(1), cpu(2000), 0);
+    let j1b = bound(&mut c, worker(1), cpu(2000), 0);
+    let j1c = bound(&mut c, worker(1), cpu(2000), 1);
+    let j0 = bound(&mut c, worker(0), cpu(2000), 1);
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    let evicted = schedule(&mut c, 0.0, Preemption::WholeJobs, &PRIORITIES);
+    assert_eq!(sorted(evicted), [(j1a, 1), (j1b, 1), (j1c, 1)]);
+    assert_eq!(c.pods[&j0].leaving_at, None);
+    for id in [j1a, j1b, j1c] {
+        assert_eq!(c.pods[&id].leaving_at, Some(GRACE));
+    }
+    let n = c.pods[&web].nominated.expect("nominated");
+    assert!(schedule(&mut c, 10.0, Preemption::WholeJobs, &PRIORITIES).is_empty());
+    c.reap(GRACE);
+    schedule(&mut c, GRACE, Preemption::WholeJobs, &PRIORITIES);
+    assert_eq!(node_of(&c, web), Some(n));
+}
+
+#[test]
+fn whole_jobs_preemption_prefers_the_job_with_fewer_workers() {
+    // n0: job 1 with three 1-CPU workers there and one on n1 (4 pods). n1 also holds a 3-CPU
+    // worker of job 2 (1 pod). Both priority 0: evicting job 2 makes room on n1 with one victim.
+    let mut c = cluster(&[4000, 4000]);
+    for _ in 0..3 {
+        bound(&mut c, worker(1), cpu(1000), 0);
+    }
+    bound(&mut c, worker(1), cpu(1000), 1);
+    let j2 = bound(&mut c, worker(2), cpu(3000), 1);
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    let evicted = schedule(&mut c, 0.0, Preemption::WholeJobs, &[0, 0, 0]);
+    assert_eq!(evicted, [(j2, 2)]);
+    assert_eq!(c.pods[&web].nominated, Some(1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training jobs.
+// ---------------------------------------------------------------------------------------------
+
+fn job_spec(min: u32, max: u32, efficiency: f64, rescale_cost: u64, work: Option<f64>) -> JobSpec {
+    JobSpec {
+        name: "j".into(),
+        arrival: Duration::ZERO,
+        priority: 0,
+        weight: 1.0,
+        worker: ResourceSpec { cpu: Some(Cpu(1000)), memory: Some(Memory(GI)), gpu: None },
+        min_workers: min,
+        max_workers: max,
+        rescale_cost: Duration::from_secs(rescale_cost),
+        throughput_per_worker: 10.0,
+        scaling_efficiency: efficiency,
+        work,
+        release_time: Duration::from_secs(2),
+    }
+}
+
+/// A running job 0 on a 64-CPU node.
+fn running(spec: JobSpec) -> (Cluster, SimJob) {
+    let c = cluster(&[64_000]);
+    let mut job = SimJob::new(spec);
+    job.phase = Phase::Running;
+    (c, job)
+}
+
+/// Grows job 0 to `n` worker pods, binds them all, and lets the job observe its members.
+fn set_workers(c: &mut Cluster, job: &mut SimJob, n: u32, now: f64) {
+    let have: Vec<PodId> = SimJob::pods(c, 0).map(|(id, _)| id).collect();
+    for &id in have.iter().skip(n as usize) {
+        c.delete(id, now, 0.0);
+    }
+    job.create_workers(c, 0, n, now);
+    let pending: Vec<PodId> = SimJob::pods(c, 0).filter(|(_, b)| !b).map(|(id, _)| id).collect();
+    for id in pending {
+        c.bind(id, 0, now);
+    }
+    job.observe_members(c, 0, now);
+}
+
+#[test]
+fn throughput_is_n_to_the_scaling_efficiency() {
+    for (n, efficiency, rate) in [(1, 0.5, 10.0), (4, 0.5, 20.0), (3, 1.0, 30.0), (8, 0.9, 10.0 * 8f64.powf(0.9))] {
+        let (mut c, mut job) = running(job_spec(1, 16, efficiency, 0, None));
+        set_workers(&mut c, &mut job, n, 0.0);
+        assert_eq!(job.active_workers(), n);
+        let done = job.train(0.0, 2.0);
+        assert!((done - 2.0 * rate).abs() < 1e-9, "{n} workers at {efficiency}: {done}");
+        assert!((job.progress - done).abs() < 1e-12);
+        assert_eq!(job.worker_seconds, 2.0 * n as f64);
+    }
+}
+
+#[test]
+fn below_min_workers_there_is_no_progress() {
+    let (mut c, mut job) = running(job_spec(3, 8, 1.0, 0, None));
+    set_workers(&mut c, &mut job, 2, 0.0);
+    assert_eq!(job.train(0.0, 5.0), 0.0);
+    assert_eq!(job.progress, 0.0);
+    // The workers are still paid for.
+    assert_eq!(job.worker_seconds, 10.0);
+    set_workers(&mut c, &mut job, 3, 5.0);
+    // The third worker is a membership change: 5 s pause (rescale_cost 0 here, so none).
+    assert_eq!(job.train(5.0, 1.0), 30.0);
+    // A job that is not running does not train.
+    job.phase = Phase::Waiting;
+    assert_eq!(job.train(6.0, 1.0), 0.0);
+}
+
+#[test]
+fn a_membership_change_pauses_for_rescale_cost_and_counts_once() {
+    let (mut c, mut job) = running(job_spec(1, 8, 1.0, 5, None));
+    // The first workers are not a rescale and do not pause.
+    set_workers(&mut c, &mut job, 4, 0.0);
+    assert_eq!(job.rescale_events, 0);
+    assert_eq!(job.train(0.0, 1.0), 40.0);
+    // The same members again: nothing happens.
+    job.observe_members(&c, 0, 1.0);
+    assert_eq!(job.rescale_events, 0);
+    // A fifth worker at 10 s: one event, paused until 15 s.
+    set_workers(&mut c, &mut job, 5, 10.0);
+    assert_eq!(job.rescale_events, 1);
+    assert_eq!(job.paused_until, 15.0);
+    assert_eq!(job.train(10.0, 1.0), 0.0);
+    assert_eq!(job.train(14.5, 1.0), 25.0); // half a second of 50/s
+    assert_eq!(job.train(15.0, 1.0), 50.0);
+    // Losing a worker is a change too; a worker leaving gracefully leaves the membership at once.
+    let last = SimJob::pods(&c, 0).map(|(id, _)| id).last().unwrap();
+    c.delete(last, 20.0, 2.0);
+    job.observe_members(&c, 0, 20.0);
+    assert_eq!((job.rescale_events, job.active_workers(), job.paused_until), (2, 4, 25.0));
+    // It is gone for good at 22 s: no second event for the same change.
+    c.reap(22.0);
+    job.observe_members(&c, 0, 22.0);
+    assert_eq!(job.rescale_events, 2);
+}
+
+#[test]
+fn resuming_after_losing_every_worker_pauses_without_a_rescale_event() {
+    let (mut c, mut job) = running(job_spec(1, 8, 1.0, 5, None));
+    set_workers(&mut c, &mut job, 2, 0.0);
+    set_workers(&mut c, &mut job, 0, 10.0);
+    assert_eq!((job.rescale_events, job.active_workers()), (0, 0));
+    set_workers(&mut c, &mut job, 2, 20.0);
+    assert_eq!(job.rescale_events, 0);
+    assert_eq!(job.paused_until, 25.0);
+    assert_eq!(job.train(20.0, 10.0), 100.0); // 5 s of 20/s
+}
+
+#[test]
+fn completion_time_is_interpolated_inside_the_step() {
+    let (mut c, mut job) = running(job_spec(1, 8, 1.0, 0, Some(100.0)));
+    set_workers(&mut c, &mut job, 2, 0.0);
+    assert_eq!(job.train(0.0, 4.0), 80.0);
+    assert_eq!(job.phase, Phase::Running);
+    // 20 left at 20/s: done 1 s into the step from 4 s, and no more than the work is counted.
+    assert_eq!(job.train(4.0, 4.0), 20.0);
+    assert_eq!(job.phase, Phase::Completed);
+    assert_eq!(job.completed_at, Some(5.0));
+    assert_eq!(job.progress, 100.0);
+    assert_eq!(job.train(8.0, 4.0), 0.0);
+
+    // With a pause inside the step the work starts when the pause ends.
+    let (mut c, mut job) = running(job_spec(1, 8, 1.0, 0, Some(100.0)));
+    set_workers(&mut c, &mut job, 2, 0.0);
+    job.train(0.0, 4.0);
+    job.paused_until = 4.5;
+    assert_eq!(job.train(4.0, 4.0), 20.0);
+    assert_eq!(job.completed_at, Some(5.5));
+}
+
+// ---------------------------------------------------------------------------------------------
+// HPA edge cases.
+// ---------------------------------------------------------------------------------------------
+
+/// min 2, max 50, 50% target, 100 rps per replica (a replica's worth of load is 100 rps).
+fn service_spec() -> ServiceSpec {
+    let yaml = r#"
+version: 1
+name: t
+duration: 1m
+cluster: {nodes: [{pool: a, count: 1, allocatable: {cpu: "64", memory: 64Gi}}]}
+services:
+  - name: web
+    replica: {cpu: "1", memory: 1Gi}
+    replica_capacity_rps: 100
+    latency: {base_p99: 20ms, slo_p99: 250ms}
+    hpa: {min_replicas: 2, max_replicas: 50, target_utilization: 0.5}
+    load: {constant: 100}
+"#;
+    Scenario::parse(Path::new("t.yaml"), yaml).unwrap().spec.services.remove(0)
+}
+
+#[test]
+fn hpa_never_goes_below_min_replicas() {
+    let s = service_spec();
+    let mut h = HpaState::new(&s, 0.0);
+    assert_eq!(h.desired, 2);
+    assert_eq!(h.sync(&s, 0.0, 0.0, 2, 2), 2);
+    // Below the floor (a pod was lost), even with no load: back up to the floor.
+    assert_eq!(h.sync(&s, 15.0, 0.0, 1, 1), 2);
+    // ... and with no pod ready at all.
+    assert_eq!(h.sync(&s, 30.0, 0.0, 1, 0), 2);
+    assert_eq!(h.next_sync, 45.0);
+}
+
+#[test]
+fn hpa_never_goes_above_max_replicas() {
+    let s = service_spec();
+    assert_eq!(HpaState::new(&s, 1e6).desired, 50);
+    let mut h = HpaState::new(&s, 100.0);
+    // 40 ready at 100x the target want far more; the step allows 80; the max is 50.
+    assert_eq!(h.sync(&s, 0.0, 1e6, 40, 40), 50);
+    // Above the max (it was lowered): down to the max even inside the stabilization window.
+    let mut h = HpaState::new(&s, 100.0);
+    assert_eq!(h.sync(&s, 0.0, 3000.0, 60, 60), 50);
+}
+
+#[test]
+fn hpa_scale_up_counts_not_ready_pods_as_idle() {
+    let s = service_spec();
+    // 10 replicas, 4 ready, 1000 rps: 10 replicas' worth of load wants 20 at 50%.
+    let mut h = HpaState::new(&s, 100.0);
+    assert_eq!(h.sync(&s, 0.0, 1000.0, 10, 4), 20);
+    // 520 rps: the 4 ready pods run at 130% of their request, but counting the 6 not ready as
+    // idle the usage is 1.04 x the target, inside the tolerance: no change.
+    let mut h = HpaState::new(&s, 100.0);
+    assert_eq!(h.sync(&s, 0.0, 520.0, 10, 4), 10);
+    // No pod ready: no recommendation at all.
+    let mut h = HpaState::new(&s, 100.0);
+    assert_eq!(h.sync(&s, 0.0, 5000.0, 10, 0), 10);
+    // Few pods: the step is max(+100%, +4).
+    let mut h = HpaState::new(&s, 100.0);
+    assert_eq!(h.sync(&s, 0.0, 2000.0, 2, 1), 6);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine: tiny replays.
+// ---------------------------------------------------------------------------------------------
+
+fn replay(yaml: &str, policy: Policy) -> PolicyRun {
+    let scenario = Scenario::parse(Path::new("tiny.yaml"), yaml).unwrap();
+    World::new(&scenario, policy).run(&mut |_| {})
+}
+
+/// One 8-CPU node. web (1 CPU per replica, 100 rps each, 50% target) starts at 2 replicas; its
+/// load triples at 60 s, so the HPA asks for 6 at its 75 s sync. An elastic job of up to six
+/// 1-CPU workers fills the rest.
+const SPIKE: &str = r#"
+version: 1
+name: spike
+duration: 3m
+cluster: {nodes: [{pool: n, count: 1, allocatable: {cpu: "8", memory: 32Gi}}]}
+services:
+  - name: web
+    replica: {cpu: "1", memory: 1Gi}
+    replica_capacity_rps: 100
+    latency: {base_p99: 20ms, slo_p99: 250ms}
+    hpa: {min_replicas: 2, max_replicas: 6, target_utilization: 0.5}
+    load: {points: [["0s", 100], ["60s", 100], ["61s", 300]]}
+jobs:
+  - name: train
+    worker: {cpu: "1", memory: 1Gi}
+    min_workers: 1
+    max_workers: 6
+    throughput_per_worker: 10
+"#;
+
+#[test]
+fn preemption_evicts_workers_and_online_pods_wait_for_the_grace_period() {
+    let run = replay(SPIKE, Policy::Preemption);
+    let at = |t: usize| &run.timeline[t];
+    assert_eq!(at(50).workers, [6]);
+    assert_eq!(at(74).services[0].1, 2);
+    // The HPA adds four pods at 75 s; they wait the 30 s grace period of their victims.
+    assert_eq!(at(75).pending_online_pods, 4);
+    assert_eq!(at(104).pending_online_pods, 4);
+    assert_eq!(at(105).pending_online_pods, 0);
+    assert_eq!(at(105).workers, [2]);
+    assert_eq!(run.result.forced_preemptions, 4);
+    assert!((run.result.pending_online_pod_s - 120.0).abs() < 1e-6, "{}", run.result.pending_online_pod_s);
+}
+
+#[test]
+fn colocate_shrinks_first_and_forces_nothing() {
+    let run = replay(SPIKE, Policy::Colocate);
+    let at = |t: usize| &run.timeline[t];
+    assert_eq!(at(50).workers, [6]);
+    // The metric runs above target from 61 s: training leaves before the HPA acts at 75 s.
+    let shrunk = (61..75).find(|&t| at(t).workers[0] <= 2).expect("shrunk before the HPA sync");
+    assert!(shrunk < 75, "{shrunk}");
+    assert_eq!(at(75).services[0].1, 6);
+    assert_eq!(at(75).pending_online_pods, 0);
+    assert_eq!(run.result.forced_preemptions, 0);
+    assert_eq!(run.result.pending_online_pod_s, 0.0);
+    assert_eq!(at(179).workers, [2]);
+}
+
+/// One 8-CPU node, no services. `first` (five 1-CPU workers) finishes its work in 10 s;
+/// `second` needs four workers, so with 3 CPU free it must wait for `first`.
+const QUEUE: &str = r#"
+version: 1
+name: queue
+duration: 1m
+cluster: {nodes: [{pool: n, count: 1, allocatable: {cpu: "8", memory: 32Gi}}]}
+jobs:
+  - name: first
+    worker: {cpu: "1", memory: 1Gi}
+    min_workers: 5
+    max_workers: 5
+    throughput_per_worker: 10
+    work: 500
+  - name: second
+    worker: {cpu: "1", memory: 1Gi}
+    min_workers: 1
+    max_workers: 4
+    throughput_per_worker: 10
+    work: 400
+"#;
+
+#[test]
+fn gang_starts_the_next_job_only_when_all_its_workers_fit() {
+    let run = replay(QUEUE, Policy::Gang);
+    for row in &run.timeline {
+        // Rigid jobs: all workers or none.
+        assert!(row.workers[0] == 0 || row.workers[0] == 5, "{:?} at {}", row.workers, row.t);
+        assert!(row.workers[1] == 0 || row.workers[1] == 4, "{:?} at {}", row.workers, row.t);
+    }
+    assert_eq!(run.timeline[9].workers, [5, 0]);
+    assert_eq!(run.timeline[10].workers, [0, 4]);
+    let done: Vec<Option<f64>> = run.result.jobs.iter().map(|j| j.completed_at_s).collect();
+    assert_eq!(done, [Some(10.0), Some(20.0)]);
+    assert_eq!(run.result.makespan_s, Some(20.0));
+
+    // The elastic policies start the second job at once in the room that is left.
+    let run = replay(QUEUE, Policy::Colocate);
+    assert_eq!(run.timeline[0].workers, [5, 3]);
+}
