@@ -21,6 +21,8 @@ fn traces() -> PathBuf {
 /// A cluster, services and jobs block to put around a service's `load:`.
 struct Case {
     name: &'static str,
+    /// Lowest acceptable `colocate` allocation for this case.
+    min_allocation: f64,
     duration: &'static str,
     step: &'static str,
     cluster: &'static str,
@@ -74,6 +76,7 @@ fn nginx(trace: &str, extra: &str, capacity: u32, max: u32) -> String {
 fn cases() -> Vec<Case> {
     vec![
         Case {
+            min_allocation: 0.88,
             name: "worldcup-flash",
             duration: "30m",
             step: "1s",
@@ -82,6 +85,7 @@ fn cases() -> Vec<Case> {
             jobs: ELASTIC_MIX,
         },
         Case {
+            min_allocation: 0.88,
             name: "worldcup-match",
             duration: "30m",
             step: "1s",
@@ -90,6 +94,7 @@ fn cases() -> Vec<Case> {
             jobs: ELASTIC_MIX,
         },
         Case {
+            min_allocation: 0.88,
             name: "nasa-day",
             duration: "1h",
             step: "2s",
@@ -98,6 +103,7 @@ fn cases() -> Vec<Case> {
             jobs: ELASTIC_MIX,
         },
         Case {
+            min_allocation: 0.88,
             name: "azure-code-bursts",
             duration: "55m",
             step: "1s",
@@ -106,6 +112,7 @@ fn cases() -> Vec<Case> {
             jobs: ELASTIC_MIX,
         },
         Case {
+            min_allocation: 0.88,
             name: "nab-elb-fortnight",
             duration: "70m",
             step: "5s",
@@ -114,6 +121,7 @@ fn cases() -> Vec<Case> {
             jobs: ELASTIC_MIX,
         },
         Case {
+            min_allocation: 0.88,
             name: "alibaba-cpu-gpu-pools",
             duration: "2h",
             step: "5s",
@@ -133,6 +141,37 @@ fn cases() -> Vec<Case> {
     max_workers: 200
     rescale_cost: 5s
     throughput_per_worker: 25
+"#,
+        },
+        // Every request of an hour of Azure LLM traffic as its own row, its prompt length taken
+        // as the load: a service that jumps tenfold from second to second and sits at
+        // max_replicas, violating its SLO a seventh of the time whatever anyone does. The latency
+        // guard (Heracles) holds training growth on its nodes while the slack is low, by design,
+        // so allocation stays below the other cases'; it must still clear 0.85.
+        Case {
+            min_allocation: 0.85,
+            name: "azure-llm-saturated",
+            duration: "30m",
+            step: "1s",
+            cluster: "nodes: [{pool: a, count: 4, allocatable: {cpu: \"32\", memory: 128Gi}}]",
+            services: format!(
+                r#"
+  - name: llm-frontend
+    replica: {{cpu: "1", memory: 1Gi}}
+    replica_capacity_rps: 0.5
+    latency: {{base_p99: 50ms, slo_p99: 1s}}
+    hpa: {{min_replicas: 2, max_replicas: 100, target_utilization: 0.6}}
+    load:
+      trace: {{file: "{}", value_column: ContextTokens, scale: 0.02}}
+"#,
+                traces().join("azure_llm/AzureLLMInferenceTrace_conv.csv").display()
+            ),
+            jobs: r#"
+  - name: t
+    worker: {cpu: "2", memory: 4Gi}
+    min_workers: 1
+    max_workers: 100
+    throughput_per_worker: 1
 "#,
         },
     ]
@@ -176,8 +215,13 @@ fn colocate_keeps_its_promises_on_other_traces_and_shapes() {
             row(&report, "preemption")["forced_preemptions"],
             f(row(&report, "gang"), "avg_cpu_allocation"),
         );
-        if f(c, "avg_cpu_allocation") < 0.88 {
-            failures.push(format!("{}: allocation {:.3} < 0.88", case.name, f(c, "avg_cpu_allocation")));
+        if f(c, "avg_cpu_allocation") < case.min_allocation {
+            failures.push(format!(
+                "{}: allocation {:.3} < {}",
+                case.name,
+                f(c, "avg_cpu_allocation"),
+                case.min_allocation
+            ));
         }
         if f(c, "slo_violation_s") > f(online, "slo_violation_s") + 5.0 {
             failures.push(format!(
