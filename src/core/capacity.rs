@@ -128,13 +128,14 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
             }
         }
         let missing = expected.saturating_sub(c.bound);
-        if missing > 0 && config.reserve_quantum > 0.0 {
-            let base = svc.hpa.as_ref().map_or(expected, |h| h.current_replicas.max(c.bound + c.pending));
-            let quantum = ((base as f64 * config.reserve_quantum).ceil() as u32).max(1);
+        // Only HPA-driven growth is uncertain; a fixed set of pending pods is reserved exactly.
+        if let (true, Some(h)) = (missing > 0 && config.reserve_quantum > 0.0, &svc.hpa) {
+            let base = h.current_replicas.max(c.bound + c.pending);
+            let quantum = ((base as f64 * config.reserve_quantum - 1e-9).ceil() as u32).max(1);
             // While the load still rises the forecast runs behind it: one more quantum absorbs the
             // error, so training does not grow into room the next HPA step takes.
             let rounded = (missing.div_ceil(quantum) + u32::from(rising)) * quantum;
-            let ceiling = svc.hpa.as_ref().map_or(u32::MAX, |h| h.max_replicas.max(expected));
+            let ceiling = h.max_replicas.max(expected);
             expected = (c.bound + rounded).min(ceiling);
         }
         needs.push(OnlineNeed {

@@ -67,7 +67,8 @@ impl Memory {
         let step_limit = if current == 0 { u32::MAX } else { current.saturating_add(config.grow_max_step) };
         let mut allowed = stable.min(step_limit);
         // Every change pauses the whole job; small steps are not worth one each.
-        let min_step = ((current as f64 * config.grow_min_gain).ceil() as u32).max(1);
+        // Never more than the step limit, or a large job could not grow at all.
+        let min_step = ((current as f64 * config.grow_min_gain - 1e-9).ceil() as u32).clamp(1, config.grow_max_step);
         if current > 0 && allowed > current && allowed - current < min_step && allowed < job.max_workers {
             return GrowVerdict {
                 allowed: current,

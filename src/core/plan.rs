@@ -196,19 +196,21 @@ fn place_worker(
     worker: &Resources,
     ignore_hold: bool,
 ) -> Option<usize> {
-    let mut best: Option<(bool, i64, i64, usize)> = None;
+    let mut best: Option<(bool, i64, i64, i64, usize)> = None;
     for (i, room) in rooms.iter().enumerate() {
         if !room.schedulable || (room.hold_growth && !ignore_hold) || !worker.fits_in(&room.training_room) {
             continue;
         }
         let displaces = !worker.fits_in(&(room.training_room - held_below[i]));
         let left = room.training_room - *worker;
-        let key = (displaces, left.cpu_milli, left.memory_bytes, i);
+        // The same order as the Placer: tightest in CPU, then memory, then GPU (a CPU worker
+        // prefers a node without spare GPUs), then the lowest index.
+        let key = (displaces, left.cpu_milli, left.memory_bytes, left.gpu, i);
         if best.is_none_or(|b| key < b) {
             best = Some(key);
         }
     }
-    let (_, _, _, i) = best?;
+    let (_, _, _, _, i) = best?;
     rooms[i].training_room -= *worker;
     Some(i)
 }

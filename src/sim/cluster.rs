@@ -201,7 +201,8 @@ impl Cluster {
             }
         });
         for id in pending {
-            let pod = &self.pods[&id];
+            // An earlier preemption in this pass may have deleted it (a gang's pending workers).
+            let Some(pod) = self.pods.get(&id) else { continue };
             let requests = pod.requests;
             let online = matches!(pod.kind, PodKind::Online { .. });
             let target = match pod.nominated {

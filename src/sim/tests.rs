@@ -4,15 +4,13 @@
 //! CPU in millicores; pods request no memory unless a test says otherwise.
 
 use std::path::Path;
-use std::time::Duration;
 
 use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
 use super::engine::{PolicyRun, World};
 use super::jobs::{Phase, SimJob};
 use super::policy::Policy;
-use super::scenario::{JobSpec, ResourceSpec, Scenario, ServiceSpec};
+use super::scenario::{JobSpec, Scenario, ServiceSpec};
 use super::service::HpaState;
-use super::units::{Cpu, Memory};
 use crate::core::Resources;
 
 const GI: i64 = 1 << 30;
@@ -102,11 +100,11 @@ fn workers_pack_best_fit() {
     bound(&mut c, PodKind::System, cpu(1000), 0);
     bound(&mut c, PodKind::System, cpu(3000), 1);
     bound(&mut c, PodKind::System, cpu(2000), 2);
-    let ws: Vec<PodId> = (0..5).map(|i| c.create(format!("w-{i}"), worker(0), cpu(2000), 0.0)).collect();
+    let ws: Vec<PodId> = (0..6).map(|i| c.create(format!("w-{i}"), worker(0), cpu(2000), 0.0)).collect();
     schedule(&mut c, 0.0, Preemption::Workers, &[0]);
-    // n1 (5) takes two, then n2 (6) is the tightest with room for two, then n0.
+    // n1 (5) takes two, then n2 (6) is the tightest with room for three, then n0.
     let nodes: Vec<Option<usize>> = ws.iter().map(|&w| node_of(&c, w)).collect();
-    assert_eq!(nodes, [Some(1), Some(1), Some(2), Some(2), Some(0)]);
+    assert_eq!(nodes, [Some(1), Some(1), Some(2), Some(2), Some(2), Some(0)]);
     // A worker that fits nowhere waits; workers never preempt.
     let big = c.create("w-big".into(), worker(0), cpu(6000), 0.0);
     assert!(schedule(&mut c, 1.0, Preemption::Workers, &[0]).is_empty());
@@ -277,25 +275,45 @@ fn whole_jobs_preemption_prefers_the_job_with_fewer_workers() {
     assert_eq!(c.pods[&web].nominated, Some(1));
 }
 
+#[test]
+fn whole_jobs_preemption_of_a_job_with_pending_workers_does_not_trip_the_scheduler() {
+    // A 4-CPU node with two bound 2-CPU workers of job 1; pending: an online pod and a third
+    // worker of job 1. Evicting job 1 deletes its pending worker during the same pass.
+    let mut c = cluster(&[4000]);
+    bound(&mut c, worker(1), cpu(2000), 0);
+    bound(&mut c, worker(1), cpu(2000), 0);
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    let pending_worker = c.create("j1-pending".into(), worker(1), cpu(2000), 0.0);
+    let evicted = schedule(&mut c, 0.0, Preemption::WholeJobs, &[0, 0]);
+    assert_eq!(evicted.len(), 3, "{evicted:?}");
+    assert!(!c.pods.contains_key(&pending_worker), "a pending victim goes at once");
+    assert_eq!(c.pods[&web].nominated, Some(0));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Training jobs.
 // ---------------------------------------------------------------------------------------------
 
 fn job_spec(min: u32, max: u32, efficiency: f64, rescale_cost: u64, work: Option<f64>) -> JobSpec {
-    JobSpec {
-        name: "j".into(),
-        arrival: Duration::ZERO,
-        priority: 0,
-        weight: 1.0,
-        worker: ResourceSpec { cpu: Some(Cpu(1000)), memory: Some(Memory(GI)), gpu: None },
-        min_workers: min,
-        max_workers: max,
-        rescale_cost: Duration::from_secs(rescale_cost),
-        throughput_per_worker: 10.0,
-        scaling_efficiency: efficiency,
-        work,
-        release_time: Duration::from_secs(2),
-    }
+    let work = work.map_or(String::new(), |w| format!("work: {w}"));
+    let yaml = format!(
+        r#"
+version: 1
+name: t
+duration: 1m
+cluster: {{nodes: [{{pool: a, count: 1, allocatable: {{cpu: "64", memory: 64Gi}}}}]}}
+jobs:
+  - name: j
+    worker: {{cpu: "1", memory: 1Gi}}
+    min_workers: {min}
+    max_workers: {max}
+    rescale_cost: {rescale_cost}s
+    throughput_per_worker: 10
+    scaling_efficiency: {efficiency}
+    {work}
+"#
+    );
+    Scenario::parse(Path::new("t.yaml"), &yaml).unwrap().spec.jobs.remove(0)
 }
 
 /// A running job 0 on a 64-CPU node.
@@ -342,7 +360,7 @@ fn below_min_workers_there_is_no_progress() {
     // The workers are still paid for.
     assert_eq!(job.worker_seconds, 10.0);
     set_workers(&mut c, &mut job, 3, 5.0);
-    // The third worker is a membership change: 5 s pause (rescale_cost 0 here, so none).
+    // With a third worker it trains (a membership change, but rescale_cost is 0 here).
     assert_eq!(job.train(5.0, 1.0), 30.0);
     // A job that is not running does not train.
     job.phase = Phase::Waiting;
