@@ -165,3 +165,13 @@ fn missing_scenario_file() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/no/such/scenario.yaml: cannot read the scenario"), "{stderr}");
 }
+
+#[test]
+fn worker_that_fits_on_no_node_is_a_warning_not_an_error() {
+    let yaml = edit(r#"worker: {cpu: "1", memory: 2Gi}"#, r#"worker: {cpu: "16", memory: 2Gi}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let (path, out) = replay(dir.path(), &yaml);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let expected = format!("warning: {}: jobs[0].worker: cpu=16 memory=2048Mi fits on no node", path.display());
+    assert!(out.stderr.contains(&expected), "{}", out.stderr);
+}

@@ -53,6 +53,11 @@ pub fn run(args: &ReplayArgs) -> Result<(), ReplayError> {
     } else {
         args.scenarios.iter().map(|p| Scenario::load(p)).collect::<Result<_, _>>()?
     };
+    for s in &scenarios {
+        for w in &s.warnings {
+            eprintln!("warning: {}: {w}", s.path.display());
+        }
+    }
     let several = scenarios.len() > 1;
     let mut stdout = std::io::stdout().lock();
     for scenario in &scenarios {

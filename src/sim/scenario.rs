@@ -215,6 +215,8 @@ pub struct Scenario {
     pub spec: ScenarioFile,
     /// One per service, same order.
     pub loads: Vec<LoadCurve>,
+    /// Things that are allowed but probably not meant (a job whose worker fits on no node).
+    pub warnings: Vec<String>,
 }
 
 impl Scenario {
@@ -238,8 +240,22 @@ impl Scenario {
                 LoadCurve::from_spec(&svc.load, base).map_err(|(k, m)| invalid(format!("services[{i}].load{k}"), m))?,
             );
         }
-        Ok(Scenario { path: path.to_path_buf(), spec, loads })
+        let warnings = warnings(&spec);
+        Ok(Scenario { path: path.to_path_buf(), spec, loads, warnings })
     }
+}
+
+/// Legal but suspicious: reported, the replay still runs.
+fn warnings(s: &ScenarioFile) -> Vec<String> {
+    let sys = s.cluster.system_reserved.map(|r| r.resources()).unwrap_or_default();
+    let mut out = Vec::new();
+    for (i, j) in s.jobs.iter().enumerate() {
+        let w = j.worker.resources();
+        if !s.cluster.nodes.iter().any(|p| (w + sys).fits_in(&p.allocatable.resources())) {
+            out.push(format!("jobs[{i}].worker: {w} fits on no node; `{}` will never run", j.name));
+        }
+    }
+    out
 }
 
 /// Checks beyond types: ranges, cross-field rules, uniqueness. Returns (key path, problem).
@@ -324,9 +340,6 @@ fn validate(s: &ScenarioFile) -> Result<(), (String, String)> {
         let w = j.worker.resources();
         if w.is_zero() {
             return err(&at("worker"), "requests nothing; give it cpu, memory or nvidia.com/gpu".into());
-        }
-        if !s.cluster.nodes.iter().any(|p| (w + sys).fits_in(&p.allocatable.resources())) {
-            return err(&at("worker"), format!("{w} fits on no node"));
         }
         if j.min_workers == 0 {
             return err(&at("min_workers"), "must be at least 1".into());
