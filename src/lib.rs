@@ -2,3 +2,4 @@
 
 pub mod core;
 pub mod sim;
+pub mod yaml;

@@ -4,7 +4,6 @@
 pub mod chart;
 pub mod cluster;
 pub mod engine;
-pub mod error;
 pub mod jobs;
 pub mod load;
 pub mod policy;
@@ -15,7 +14,8 @@ pub mod service;
 pub mod snapshot;
 pub mod units;
 
-pub use error::ScenarioError;
+/// Errors in a scenario file name the file, line and key.
+pub use crate::yaml::InputError as ScenarioError;
 pub use policy::Policy;
 pub use replay::{replay, ReplayOutput};
 pub use scenario::Scenario;

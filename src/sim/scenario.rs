@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::error::ScenarioError;
 use super::load::LoadCurve;
 use super::units::{duration, Cpu, Memory};
 use crate::core::{Config, Resources};
+use crate::yaml::{self, InputError as ScenarioError};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -221,16 +221,13 @@ pub struct Scenario {
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::Read { file: path.to_path_buf(), message: e.to_string() })?;
+        let text = yaml::read(path, "the scenario")?;
         Scenario::parse(path, &text)
     }
 
     /// Parses `text` as if read from `path` (trace files resolve relative to its folder).
     pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-        let de = serde_norway::Deserializer::from_str(text);
-        let spec: ScenarioFile =
-            serde_path_to_error::deserialize(de).map_err(|e| ScenarioError::from_serde(path, text, e))?;
+        let spec: ScenarioFile = yaml::parse(path, text)?;
         let invalid = |key: String, message: String| ScenarioError::invalid(path, text, key, message);
         validate(&spec).map_err(|(k, m)| invalid(k, m))?;
         let base = path.parent().unwrap_or(Path::new("."));

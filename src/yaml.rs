@@ -1,12 +1,15 @@
-//! Errors in a scenario, each naming the file, the line where it could be found, and the key.
+//! YAML input files (scenarios, controller configuration): parsing with errors that name the
+//! file, the line where the problem could be found, and the key path.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+
 #[derive(Debug, thiserror::Error)]
-pub enum ScenarioError {
-    #[error("{}: cannot read the scenario: {message}", file.display())]
-    Read { file: PathBuf, message: String },
+pub enum InputError {
+    #[error("{}: cannot read {what}: {message}", file.display())]
+    Read { file: PathBuf, what: &'static str, message: String },
     #[error("{}", Located(file, line, key, message))]
     Invalid { file: PathBuf, line: Option<usize>, key: String, message: String },
 }
@@ -27,13 +30,28 @@ impl fmt::Display for Located<'_> {
     }
 }
 
-impl ScenarioError {
-    pub fn invalid(file: &Path, text: &str, key: String, message: String) -> ScenarioError {
+/// Reads `path`; `what` names the kind of file in the error ("the scenario").
+pub fn read(path: &Path, what: &'static str) -> Result<String, InputError> {
+    std::fs::read_to_string(path).map_err(|e| InputError::Read {
+        file: path.to_path_buf(),
+        what,
+        message: e.to_string(),
+    })
+}
+
+/// Deserializes `text` (read from `path`) with key paths and lines in every error.
+pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, InputError> {
+    let de = serde_norway::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| InputError::from_serde(path, text, e))
+}
+
+impl InputError {
+    pub fn invalid(file: &Path, text: &str, key: String, message: String) -> InputError {
         let line = locate(text, &key);
-        ScenarioError::Invalid { file: file.to_path_buf(), line, key, message }
+        InputError::Invalid { file: file.to_path_buf(), line, key, message }
     }
 
-    pub fn from_serde(file: &Path, text: &str, e: serde_path_to_error::Error<serde_norway::Error>) -> ScenarioError {
+    pub fn from_serde(file: &Path, text: &str, e: serde_path_to_error::Error<serde_norway::Error>) -> InputError {
         let mut key = e.path().to_string();
         if key == "." {
             key.clear();
@@ -61,13 +79,13 @@ impl ScenarioError {
             }
         }
         let line = line.or_else(|| locate(text, &key));
-        ScenarioError::Invalid { file: file.to_path_buf(), line, key, message }
+        InputError::Invalid { file: file.to_path_buf(), line, key, message }
     }
 
     pub fn key(&self) -> Option<&str> {
         match self {
-            ScenarioError::Invalid { key, .. } => Some(key),
-            ScenarioError::Read { .. } => None,
+            InputError::Invalid { key, .. } => Some(key),
+            InputError::Read { .. } => None,
         }
     }
 }
