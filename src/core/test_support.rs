@@ -137,3 +137,14 @@ pub(super) fn node_cap<'a>(d: &'a Decision, node: &str) -> &'a NodeCapacity {
 pub(super) fn need<'a>(d: &'a Decision, service: &str) -> &'a OnlineNeed {
     d.online_needs.iter().find(|n| n.service == service).unwrap_or_else(|| panic!("no need for {service}"))
 }
+
+/// n1 (8 CPU) with `bound` workers of job a (1 CPU each, max 8), `target` as the master says,
+/// plus an optional daemon of `daemon` millicores.
+pub(super) fn grow_cluster(now: u64, target: u32, bound: u32, daemon: i64) -> Snapshot {
+    let w = res(1000, 1);
+    let mut pods = workers("a", "n1", 0..bound, w);
+    if daemon > 0 {
+        pods.push(system("ds", "n1", res(daemon, 1)));
+    }
+    snap(now, vec![node("n1", 8000, 32)], pods, vec![], vec![job("a", w, 1, 8, target)])
+}

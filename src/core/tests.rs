@@ -269,17 +269,6 @@ fn unschedulable_node_keeps_its_workers_but_gets_no_new_ones() {
 // never while the master is rescaling).
 // ---------------------------------------------------------------------------------------------
 
-/// n1 (8 CPU) with `bound` workers of job a (1 CPU each, max 8), `target` as the master says,
-/// plus an optional daemon of `daemon` millicores.
-fn grow_cluster(now: u64, target: u32, bound: u32, daemon: i64) -> Snapshot {
-    let w = res(1000, 1);
-    let mut pods = workers("a", "n1", 0..bound, w);
-    if daemon > 0 {
-        pods.push(system("ds", "n1", res(daemon, 1)));
-    }
-    snap(now, vec![node("n1", 8000, 32)], pods, vec![], vec![job("a", w, 1, 8, target)])
-}
-
 #[test]
 fn growth_waits_until_the_room_has_been_there_for_the_window() {
     let mut core = Core::new(Config::default());

@@ -198,17 +198,6 @@ fn waiting_job_is_not_limited_by_grow_max_step() {
 // The damping history coalesces runs of equal values.
 // ---------------------------------------------------------------------------------------------
 
-/// n1 (8 CPU) with `bound` workers of job a (1 CPU each, max 8, target `target`), plus a daemon
-/// of `daemon` millicores when it is above 0.
-fn grow_cluster(now: u64, target: u32, bound: u32, daemon: i64) -> Snapshot {
-    let w = res(1000, 1);
-    let mut pods = workers("a", "n1", 0..bound, w);
-    if daemon > 0 {
-        pods.push(system("ds", "n1", res(daemon, 1)));
-    }
-    snap(now, vec![node("n1", 8000, 32)], pods, vec![], vec![job("a", w, 1, 8, target)])
-}
-
 #[test]
 fn memory_stays_small_over_thousands_of_equal_decisions() {
     // A job held by its master's rescaling sees room for 8 every second for over an hour.
