@@ -1,0 +1,24 @@
+//! Master protocol v1 (`shared/docs/master-protocol-v1.md`): the small HTTP/JSON protocol through
+//! which the controller reads an elastic job's state and shrinks or grows it.
+//!
+//! - [`types`]: the wire types, named exactly as the contract names them.
+//! - [`client`]: [`MasterClient`], what the controller's actuator calls (timeouts, bounded
+//!   jittered retries, idempotent command ids, errors labelled for metrics).
+//! - [`server`] and [`backend`]: the reference master, serving the protocol over any
+//!   [`WorkerBackend`] (in memory here; a Deployment's `/scale` subresource later).
+//! - [`retry`]: the retry policy and command ids, std-only.
+
+pub mod backend;
+pub mod client;
+pub mod retry;
+pub mod server;
+pub mod types;
+
+pub use backend::{BackendError, MemoryBackend, Observed, WorkerBackend};
+pub use client::{ClientConfigError, MasterClient, MasterError, DEFAULT_TIMEOUT};
+pub use retry::{new_command_id, RetryPolicy};
+pub use server::{router, serve, serve_with_shutdown, MasterConfig, MasterConfigError, MasterState};
+pub use types::{
+    ErrorBody, OutOfBoundsBody, Phase, Progress, Quantity, ScaleAccepted, ScaleCommand, Status, Throughput,
+    WorkerResources, Workers,
+};

@@ -1,0 +1,367 @@
+//! The reference master: master protocol v1 over a [`WorkerBackend`].
+//!
+//! Jobs whose framework has no scaling API can run this next to their workers (the future
+//! `colocate example-master` command), and integrators can copy it. It owns what the protocol
+//! adds on top of a worker count: the generation, idempotent command ids, bounds, the bearer
+//! token and the phase.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+use tokio::sync::Mutex;
+
+use super::backend::{BackendError, Observed, WorkerBackend};
+use super::types::{ErrorBody, OutOfBoundsBody, Phase, ScaleAccepted, ScaleCommand, Status, WorkerResources, Workers};
+
+/// Longest accepted `command_id`: the master remembers ids, so their size is bounded too.
+pub const MAX_COMMAND_ID: usize = 256;
+
+/// What a reference master serves besides the worker count.
+#[derive(Clone, Debug)]
+pub struct MasterConfig {
+    pub job: String,
+    pub min: u32,
+    pub max: u32,
+    pub worker_resources: WorkerResources,
+    pub rescale_cost_s: Option<f64>,
+    /// When set, every request needs `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Accepted command ids remembered for idempotency (oldest forgotten first). A controller
+    /// retries a command within seconds, so a few hundred recent ids are plenty; the default is
+    /// 1024.
+    pub remembered_commands: usize,
+    /// The first generation. The protocol says the generation only grows; a master that can
+    /// restart should seed this from something that survives it (over a Deployment, its
+    /// `metadata.generation`, which grows on every replicas change).
+    pub initial_generation: u64,
+}
+
+impl MasterConfig {
+    pub fn new(job: impl Into<String>, min: u32, max: u32, worker_resources: WorkerResources) -> MasterConfig {
+        MasterConfig {
+            job: job.into(),
+            min,
+            max,
+            worker_resources,
+            rescale_cost_s: None,
+            token: None,
+            remembered_commands: 1024,
+            initial_generation: 1,
+        }
+    }
+}
+
+/// A configuration the master refuses to start with.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterConfigError {
+    #[error("min workers ({min}) is above max workers ({max})")]
+    Bounds { min: u32, max: u32 },
+    #[error("the job name is empty")]
+    EmptyJob,
+    #[error("the bearer token is empty (leave it unset to serve without one)")]
+    EmptyToken,
+    #[error("remembered_commands must be at least 1 (idempotency needs to remember the last command)")]
+    NoMemory,
+}
+
+/// Shared state of a master: configuration, backend, generation and recent commands. Cheap to
+/// clone (an `Arc`).
+pub struct MasterState<B> {
+    shared: Arc<Shared<B>>,
+}
+
+impl<B> Clone for MasterState<B> {
+    fn clone(&self) -> Self {
+        MasterState { shared: Arc::clone(&self.shared) }
+    }
+}
+
+struct Shared<B> {
+    config: MasterConfig,
+    backend: B,
+    /// One lock over the ledger and the backend calls: a command's check, backend call and
+    /// generation bump are one step, so a retry racing its original is still applied once and a
+    /// status read never sees a target without its generation.
+    ledger: Mutex<Ledger>,
+}
+
+struct Ledger {
+    generation: u64,
+    /// The target of `generation`; `None` until the backend is first observed.
+    target: Option<u32>,
+    order: VecDeque<String>,
+    answers: HashMap<String, ScaleAccepted>,
+}
+
+impl Ledger {
+    /// Adopts the backend's target; a change made behind the master's back is a new generation.
+    fn follow(&mut self, observed: u32) {
+        match self.target {
+            Some(t) if t != observed => self.generation += 1,
+            _ => {}
+        }
+        self.target = Some(observed);
+    }
+
+    fn remember(&mut self, id: String, answer: ScaleAccepted, capacity: usize) {
+        while self.order.len() >= capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.answers.remove(&old);
+            }
+        }
+        self.order.push_back(id.clone());
+        self.answers.insert(id, answer);
+    }
+}
+
+impl<B: WorkerBackend> MasterState<B> {
+    pub fn new(config: MasterConfig, backend: B) -> Result<MasterState<B>, MasterConfigError> {
+        if config.min > config.max {
+            return Err(MasterConfigError::Bounds { min: config.min, max: config.max });
+        }
+        if config.job.is_empty() {
+            return Err(MasterConfigError::EmptyJob);
+        }
+        if config.token.as_deref().is_some_and(str::is_empty) {
+            return Err(MasterConfigError::EmptyToken);
+        }
+        if config.remembered_commands == 0 {
+            return Err(MasterConfigError::NoMemory);
+        }
+        let ledger = Ledger {
+            generation: config.initial_generation,
+            target: None,
+            order: VecDeque::new(),
+            answers: HashMap::new(),
+        };
+        Ok(MasterState { shared: Arc::new(Shared { config, backend, ledger: Mutex::new(ledger) }) })
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.shared.backend
+    }
+
+    pub fn config(&self) -> &MasterConfig {
+        &self.shared.config
+    }
+}
+
+/// The protocol's routes over `state`.
+pub fn router<B: WorkerBackend>(state: MasterState<B>) -> Router {
+    Router::new()
+        .route("/v1/status", get(status::<B>))
+        .route("/v1/scale", post(scale::<B>))
+        .fallback(|| async {
+            error(StatusCode::NOT_FOUND, "not found: master protocol v1 serves GET /v1/status and POST /v1/scale", None)
+        })
+        .with_state(state)
+}
+
+/// Serves the protocol on `listener` until the process ends.
+pub async fn serve<B: WorkerBackend>(listener: TcpListener, state: MasterState<B>) -> io::Result<()> {
+    axum::serve(listener, router(state)).await
+}
+
+/// Serves until `shutdown` completes, then finishes the requests in flight.
+pub async fn serve_with_shutdown<B, F>(listener: TcpListener, state: MasterState<B>, shutdown: F) -> io::Result<()>
+where
+    B: WorkerBackend,
+    F: Future<Output = ()> + Send + 'static,
+{
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}
+
+async fn status<B: WorkerBackend>(State(state): State<MasterState<B>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refusal(&state.shared.config, &headers) {
+        return refused;
+    }
+    let mut ledger = state.shared.ledger.lock().await;
+    let observed = match state.shared.backend.observe().await {
+        Ok(o) => o,
+        Err(e) => return unavailable(&e),
+    };
+    ledger.follow(observed.target);
+    Json(status_of(&state.shared.config, ledger.generation, &observed)).into_response()
+}
+
+fn status_of(config: &MasterConfig, generation: u64, observed: &Observed) -> Status {
+    let phase = match observed.phase {
+        Some(p @ (Phase::Completed | Phase::Failed)) => p,
+        _ if observed.current != observed.target => Phase::Rescaling,
+        Some(Phase::Pending) => Phase::Pending,
+        _ => Phase::Running,
+    };
+    Status {
+        job: config.job.clone(),
+        generation,
+        phase,
+        workers: Workers {
+            current: observed.current,
+            target: observed.target,
+            min: config.min,
+            max: config.max,
+            pending: observed.pending,
+        },
+        worker_resources: config.worker_resources.clone(),
+        rescale_cost_s: config.rescale_cost_s,
+        throughput: observed.throughput,
+        progress: observed.progress,
+    }
+}
+
+async fn scale<B: WorkerBackend>(State(state): State<MasterState<B>>, headers: HeaderMap, body: Bytes) -> Response {
+    let config = &state.shared.config;
+    if let Some(refused) = refusal(config, &headers) {
+        return refused;
+    }
+    let command = match parse_command(&body) {
+        Ok(c) => c,
+        Err((field, message)) => return error(StatusCode::BAD_REQUEST, &message, field),
+    };
+    let mut ledger = state.shared.ledger.lock().await;
+    if let Some(answer) = ledger.answers.get(&command.command_id) {
+        if answer.accepted_target != command.target {
+            tracing::warn!(command_id = %command.command_id, first = answer.accepted_target, now = command.target,
+                "command id reused with another target; answering the first command");
+        }
+        return (StatusCode::ACCEPTED, Json(*answer)).into_response();
+    }
+    if command.target < config.min || command.target > config.max {
+        let body = OutOfBoundsBody {
+            error: format!("target {} is outside [{}, {}]", command.target, config.min, config.max),
+            min: config.min,
+            max: config.max,
+        };
+        return (StatusCode::CONFLICT, Json(body)).into_response();
+    }
+    match state.shared.backend.observe().await {
+        Ok(o) => ledger.follow(o.target),
+        Err(e) => return unavailable(&e),
+    }
+    if ledger.target != Some(command.target) {
+        if let Err(e) = state.shared.backend.scale(&command).await {
+            return unavailable(&e);
+        }
+        ledger.generation += 1;
+        ledger.target = Some(command.target);
+        tracing::info!(job = %config.job, command_id = %command.command_id, target = command.target,
+            reason = %command.reason, release_pods = command.release_pods.len(), generation = ledger.generation,
+            "scaling");
+    }
+    let answer = ScaleAccepted { accepted_target: command.target, generation: ledger.generation };
+    ledger.remember(command.command_id, answer, config.remembered_commands);
+    (StatusCode::ACCEPTED, Json(answer)).into_response()
+}
+
+/// Parses a scale request; on failure, the field to blame (when there is one) and a message
+/// that names it. Unknown fields are ignored (the contract lets fields be added).
+fn parse_command(body: &[u8]) -> Result<ScaleCommand, (Option<String>, String)> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    let command: ScaleCommand = match serde_path_to_error::deserialize(&mut *de) {
+        Ok(c) => c,
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            return Err(if path == "." {
+                // A missing field is reported at the enclosing object; its name is in the text.
+                let missing = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()).map(String::from);
+                let message = if missing.is_some() { inner } else { format!("body: {inner}") };
+                (missing, message)
+            } else {
+                let message = format!("{path}: {inner}");
+                (Some(path), message)
+            });
+        }
+    };
+    de.end().map_err(|e| (None, format!("body: {e}")))?;
+    if command.command_id.is_empty() || command.command_id.len() > MAX_COMMAND_ID {
+        let message = format!("command_id: must be 1 to {MAX_COMMAND_ID} bytes, got {}", command.command_id.len());
+        return Err((Some("command_id".to_string()), message));
+    }
+    Ok(command)
+}
+
+/// The 401 answer when a token is configured and the request lacks it. The comparison takes the
+/// same time wherever the first difference is, so the token cannot be guessed byte by byte from
+/// response times.
+fn refusal(config: &MasterConfig, headers: &HeaderMap) -> Option<Response> {
+    let expected = config.token.as_ref()?;
+    let presented = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
+        let (scheme, token) = v.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
+    let message = match presented {
+        Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => return None,
+        Some(_) => "wrong bearer token",
+        None => "missing bearer token (Authorization: Bearer <token>)",
+    };
+    let mut response = error(StatusCode::UNAUTHORIZED, message, None);
+    response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(response)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+fn unavailable(e: &BackendError) -> Response {
+    tracing::warn!(error = %e, "worker backend failed");
+    error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string(), None)
+}
+
+fn error(status: StatusCode, message: &str, field: Option<String>) -> Response {
+    (status, Json(ErrorBody { error: message.to_string(), field })).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_eq_compares_whole_strings() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn parse_errors_name_the_field() {
+        let field = |body: &str| parse_command(body.as_bytes()).unwrap_err().0;
+        assert_eq!(
+            field(r#"{"command_id": "a", "target": "4", "reason": "r", "deadline_s": 1}"#).as_deref(),
+            Some("target")
+        );
+        assert_eq!(field(r#"{"target": 4, "reason": "r", "deadline_s": 1}"#).as_deref(), Some("command_id"));
+        assert_eq!(
+            field(r#"{"command_id": "a", "target": 4, "reason": "r", "deadline_s": 1, "release_pods": ["a", 3]}"#)
+                .as_deref(),
+            Some("release_pods[1]")
+        );
+        assert_eq!(
+            field(r#"{"command_id": "", "target": 4, "reason": "r", "deadline_s": 1}"#).as_deref(),
+            Some("command_id")
+        );
+        assert_eq!(field("not json"), None);
+        assert_eq!(field(r#"{"command_id": "a", "target": 4, "reason": "r", "deadline_s": 1} x"#), None);
+        let ok = parse_command(br#"{"command_id": "a", "target": 4, "reason": "r", "deadline_s": 1, "extra": true}"#);
+        assert_eq!(ok.unwrap().target, 4);
+    }
+}
