@@ -1,5 +1,6 @@
 //! colocate: fills the headroom online services keep with elastic training jobs.
 
 pub mod core;
+pub mod live;
 pub mod sim;
 pub mod yaml;

@@ -11,6 +11,16 @@ use cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::CheckConfig { file } => match colocate::live::config::check_file(&file) {
+            Ok(config) => {
+                print!("{}", config.describe());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Replay(args) => match cli::replay::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(cli::replay::ReplayError::BadInput(e)) => {

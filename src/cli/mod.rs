@@ -2,6 +2,8 @@
 
 pub mod replay;
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
 
 /// Fill the headroom online services keep with elastic training jobs.
@@ -16,4 +18,9 @@ pub struct Cli {
 pub enum Command {
     /// Replay load-spike scenarios against a simulated cluster and compare policies side by side.
     Replay(replay::ReplayArgs),
+    /// Validate a controller configuration file and print the effective settings.
+    CheckConfig {
+        /// YAML file with `controller:`, `run:` and `services:` blocks.
+        file: PathBuf,
+    },
 }

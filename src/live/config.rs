@@ -1,0 +1,317 @@
+//! `colocate run`'s configuration: flags, environment variables and an optional YAML file,
+//! resolved once (flag > environment > file > default) into an immutable `RunConfig`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+
+use crate::core::config::duration;
+use crate::core::Config;
+use crate::live::selector::LabelSelector;
+use crate::yaml::{self, InputError};
+
+/// Flags of `colocate run`; each has an environment variable, and every one may also be given
+/// in the config file's `run:` block.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunFlags {
+    /// YAML file with `controller:`, `run:` and `services:` blocks.
+    #[arg(long, env = "COLOCATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Decide and export intents without acting on any job.
+    #[arg(long, env = "COLOCATE_DRY_RUN")]
+    pub dry_run: bool,
+    /// Address of the /metrics, /healthz and /readyz server.
+    #[arg(long, env = "COLOCATE_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Log format: text or json.
+    #[arg(long, env = "COLOCATE_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Decide at least this often, events or not.
+    #[arg(long, env = "COLOCATE_TICK", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub tick: Option<Duration>,
+    /// Wait this long after a watch event for more before deciding.
+    #[arg(long, env = "COLOCATE_DEBOUNCE", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub debounce: Option<Duration>,
+    /// Namespace of the leader Lease (defaults to the pod's namespace, POD_NAMESPACE).
+    #[arg(long, env = "COLOCATE_LEASE_NAMESPACE", value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Prometheus server for service load and latency queries.
+    #[arg(long, env = "COLOCATE_PROMETHEUS_URL", value_name = "URL")]
+    pub prometheus_url: Option<String>,
+    /// File holding the bearer token sent to job masters.
+    #[arg(long, env = "COLOCATE_MASTER_TOKEN_FILE", value_name = "FILE")]
+    pub master_token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub controller: Config,
+    #[serde(default)]
+    pub run: RunFile,
+    #[serde(default)]
+    pub services: Vec<ServiceSource>,
+}
+
+/// `run:` block: the same settings as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFile {
+    pub dry_run: Option<bool>,
+    pub metrics_addr: Option<SocketAddr>,
+    pub log_format: Option<LogFormat>,
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub tick: Option<Duration>,
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub debounce: Option<Duration>,
+    pub lease_namespace: Option<String>,
+    pub prometheus_url: Option<String>,
+    pub master_token_file: Option<PathBuf>,
+    /// Samples older than this count as missing (latency unknown: no growth on its nodes).
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub sample_stale_after: Option<Duration>,
+}
+
+fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
+/// An online service: which pods are its replicas and where its load and latency come from.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSource {
+    pub name: String,
+    pub namespace: String,
+    /// HPA whose scale target's pods are this service's replicas.
+    #[serde(default)]
+    pub hpa: Option<String>,
+    /// Or a label selector for its pods (`app=nginx`).
+    #[serde(default)]
+    pub selector: Option<String>,
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub slo_p99: Option<Duration>,
+    #[serde(default)]
+    pub load: Option<MetricSource>,
+    #[serde(default)]
+    pub latency_p99: Option<MetricSource>,
+}
+
+/// Where a number comes from: a PromQL query on the Prometheus server, or a metric scraped
+/// directly from a `/metrics` endpoint (summed over its series; a counter becomes a rate).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(try_from = "MetricSourceSpec")]
+pub enum MetricSource {
+    Promql(String),
+    Scrape { url: String, metric: String },
+}
+
+/// The YAML form: `{promql: QUERY}` or `{scrape: {url: URL, metric: NAME}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricSourceSpec {
+    promql: Option<String>,
+    scrape: Option<ScrapeSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScrapeSpec {
+    url: String,
+    metric: String,
+}
+
+impl TryFrom<MetricSourceSpec> for MetricSource {
+    type Error = String;
+    fn try_from(spec: MetricSourceSpec) -> Result<Self, String> {
+        match (spec.promql, spec.scrape) {
+            (Some(q), None) if !q.trim().is_empty() => Ok(MetricSource::Promql(q)),
+            (Some(_), None) => Err("promql is empty".into()),
+            (None, Some(s)) => Ok(MetricSource::Scrape { url: s.url, metric: s.metric }),
+            _ => Err("give exactly one of promql, scrape".into()),
+        }
+    }
+}
+
+/// Everything `run` needs, resolved and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    pub controller: Config,
+    pub dry_run: bool,
+    pub metrics_addr: SocketAddr,
+    pub log_format: LogFormat,
+    pub tick: Duration,
+    pub debounce: Duration,
+    pub lease_namespace: String,
+    pub prometheus_url: Option<String>,
+    pub master_token_file: Option<PathBuf>,
+    pub sample_stale_after: Duration,
+    pub services: Vec<ServiceSource>,
+}
+
+impl RunConfig {
+    /// Resolves flags (with their environment variables, already applied by clap) over the
+    /// config file over defaults, and checks the result.
+    pub fn resolve(flags: &RunFlags, pod_namespace: Option<String>) -> Result<RunConfig, InputError> {
+        let (file, path, text) = match &flags.config {
+            Some(p) => {
+                let text = yaml::read(p, "the configuration")?;
+                (yaml::parse::<ConfigFile>(p, &text)?, p.clone(), text)
+            }
+            None => (ConfigFile::default(), PathBuf::from("<flags>"), String::new()),
+        };
+        let invalid = |key: &str, message: String| InputError::invalid(&path, &text, key.to_string(), message);
+        file.controller.validate().map_err(|e| invalid(&format!("controller.{}", e.key), e.problem))?;
+        let run = &file.run;
+        let config = RunConfig {
+            controller: file.controller.clone(),
+            dry_run: flags.dry_run || run.dry_run.unwrap_or(false),
+            metrics_addr: flags.metrics_addr.or(run.metrics_addr).unwrap_or(([0, 0, 0, 0], 8080).into()),
+            log_format: flags.log_format.or(run.log_format).unwrap_or(LogFormat::Text),
+            tick: flags.tick.or(run.tick).unwrap_or(Duration::from_secs(10)),
+            debounce: flags.debounce.or(run.debounce).unwrap_or(Duration::from_millis(50)),
+            lease_namespace: flags
+                .lease_namespace
+                .clone()
+                .or_else(|| run.lease_namespace.clone())
+                .or(pod_namespace)
+                .unwrap_or_else(|| "default".to_string()),
+            prometheus_url: flags.prometheus_url.clone().or_else(|| run.prometheus_url.clone()),
+            master_token_file: flags.master_token_file.clone().or_else(|| run.master_token_file.clone()),
+            sample_stale_after: run.sample_stale_after.unwrap_or(Duration::from_secs(60)),
+            services: file.services.clone(),
+        };
+        if config.tick.is_zero() {
+            return Err(invalid("run.tick", "must be longer than 0s".into()));
+        }
+        if config.debounce >= config.tick {
+            return Err(invalid("run.debounce", format!("must be shorter than the tick ({:?})", config.tick)));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, s) in config.services.iter().enumerate() {
+            let at = |k: &str| format!("services[{i}].{k}");
+            if !names.insert((s.namespace.as_str(), s.name.as_str())) {
+                return Err(invalid(&at("name"), format!("`{}/{}` is listed twice", s.namespace, s.name)));
+            }
+            match (&s.hpa, &s.selector) {
+                (None, None) => return Err(invalid(&at("hpa"), "give an HPA name or a selector".into())),
+                (Some(_), Some(_)) => {
+                    return Err(invalid(&at("selector"), "give an HPA name or a selector, not both".into()))
+                }
+                (None, Some(sel)) => {
+                    LabelSelector::parse(sel).map_err(|e| invalid(&at("selector"), e.problem))?;
+                }
+                (Some(_), None) => {}
+            }
+            let needs_prometheus = [&s.load, &s.latency_p99].iter().any(|m| matches!(m, Some(MetricSource::Promql(_))));
+            if needs_prometheus && config.prometheus_url.is_none() {
+                return Err(invalid(
+                    &at("load"),
+                    "a promql source needs run.prometheus_url (or --prometheus-url)".into(),
+                ));
+            }
+            if s.latency_p99.is_some() && s.slo_p99.is_none() {
+                return Err(invalid(&at("slo_p99"), "a latency_p99 source needs the SLO to compare it with".into()));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The effective settings as YAML-ish text, for `check-config` and the start-up log.
+    pub fn describe(&self) -> String {
+        let c = &self.controller;
+        let d = |v: Duration| humantime::format_duration(v).to_string();
+        let mut out = String::new();
+        out.push_str("controller:\n");
+        for (k, v) in [
+            ("target_utilization", c.target_utilization.to_string()),
+            ("safety_margin", c.safety_margin.to_string()),
+            ("forecast_horizon", d(c.forecast_horizon)),
+            ("trend_window", d(c.trend_window)),
+            ("reserve_tolerance", c.reserve_tolerance.to_string()),
+            ("reserve_quantum", c.reserve_quantum.to_string()),
+            ("grow_stabilization", d(c.grow_stabilization)),
+            ("grow_max_step", c.grow_max_step.to_string()),
+            ("grow_min_gain", c.grow_min_gain.to_string()),
+            ("grow_payback", d(c.grow_payback)),
+            ("latency_slack_hold", c.latency_slack_hold.to_string()),
+            ("latency_slack_shrink", c.latency_slack_shrink.to_string()),
+            ("latency_shrink_fraction", c.latency_shrink_fraction.to_string()),
+            ("latency_guard_max_steps", c.latency_guard_max_steps.to_string()),
+            ("latency_guard_interval", d(c.latency_guard_interval)),
+            ("release_deadline", d(c.release_deadline)),
+        ] {
+            out.push_str(&format!("  {k}: {v}\n"));
+        }
+        out.push_str("run:\n");
+        for (k, v) in [
+            ("dry_run", self.dry_run.to_string()),
+            ("metrics_addr", self.metrics_addr.to_string()),
+            ("log_format", format!("{:?}", self.log_format).to_lowercase()),
+            ("tick", d(self.tick)),
+            ("debounce", d(self.debounce)),
+            ("lease_namespace", self.lease_namespace.clone()),
+            ("prometheus_url", self.prometheus_url.clone().unwrap_or_else(|| "(none)".into())),
+            (
+                "master_token_file",
+                self.master_token_file.as_deref().map_or("(none)".into(), |p| p.display().to_string()),
+            ),
+            ("sample_stale_after", d(self.sample_stale_after)),
+        ] {
+            out.push_str(&format!("  {k}: {v}\n"));
+        }
+        out.push_str(&format!("services: {}\n", self.services.len()));
+        for s in &self.services {
+            let pods = s
+                .hpa
+                .as_ref()
+                .map_or_else(|| format!("selector {}", s.selector.as_deref().unwrap_or("")), |h| format!("HPA {h}"));
+            out.push_str(&format!("  - {}/{}: pods by {pods}", s.namespace, s.name));
+            if let Some(slo) = s.slo_p99 {
+                out.push_str(&format!(", p99 SLO {}", d(slo)));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Loads only the file, for `check-config FILE`.
+pub fn check_file(path: &Path) -> Result<RunConfig, InputError> {
+    let flags = RunFlags { config: Some(path.to_path_buf()), ..RunFlags::default() };
+    RunConfig::resolve(&flags, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "run:\n  tick: 20s\n  debounce: 1s\n  log_format: json\n  dry_run: true\n").unwrap();
+        let flags = RunFlags { config: Some(path.clone()), tick: Some(Duration::from_secs(5)), ..RunFlags::default() };
+        let c = RunConfig::resolve(&flags, Some("colocate-system".into())).unwrap();
+        assert_eq!(c.tick, Duration::from_secs(5), "flag wins over file");
+        assert_eq!(c.debounce, Duration::from_secs(1), "file wins over default");
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert!(c.dry_run, "dry run from the file");
+        assert_eq!(c.lease_namespace, "colocate-system", "the pod's namespace when nothing else is set");
+        assert_eq!(c.metrics_addr, SocketAddr::from(([0, 0, 0, 0], 8080)), "default");
+        let no_file = RunConfig::resolve(&RunFlags::default(), None).unwrap();
+        assert_eq!((no_file.tick, no_file.debounce), (Duration::from_secs(10), Duration::from_millis(50)));
+        assert_eq!(no_file.controller, Config::default());
+    }
+}

@@ -1,0 +1,8 @@
+//! The live controller's edges: Kubernetes objects in, the master protocol out.
+
+pub mod config;
+pub mod master;
+pub mod selector;
+pub mod translate;
+pub mod view;
+pub mod watch;

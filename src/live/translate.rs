@@ -1,0 +1,397 @@
+//! Kubernetes objects as the decision core sees them: nodes, pods with their class and
+//! effective requests, HPA status, and the job settings masters announce in annotations.
+//! Pure functions of the objects: no client, no clock.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, MetricTarget, MetricValueStatus};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use thiserror::Error;
+
+use crate::core::resources::{parse_cpu, parse_memory};
+use crate::core::{Hpa, HpaMetric, Node, PodClass, Resources};
+
+/// Labels and annotations of the master protocol (shared/docs/master-protocol-v1.md).
+pub const MASTER_LABEL: &str = "colocate.dev/master";
+pub const JOB_LABEL: &str = "colocate.dev/job";
+pub const ROLE_LABEL: &str = "colocate.dev/role";
+pub const PRIORITY_ANNOTATION: &str = "colocate.dev/priority";
+pub const WEIGHT_ANNOTATION: &str = "colocate.dev/weight";
+pub const MIN_WORKERS_ANNOTATION: &str = "colocate.dev/min-workers";
+pub const MAX_WORKERS_ANNOTATION: &str = "colocate.dev/max-workers";
+pub const GPU: &str = "nvidia.com/gpu";
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TranslateError {
+    #[error("{object}: {field} `{value}` is not a quantity: {problem}")]
+    Quantity { object: String, field: String, value: String, problem: String },
+    #[error("{object}: annotation {annotation}=`{value}`: {problem}")]
+    Annotation { object: String, annotation: &'static str, value: String, problem: String },
+}
+
+fn quantity(
+    object: &str,
+    field: &str,
+    q: &Quantity,
+    parse: fn(&str) -> Result<i64, crate::core::resources::QuantityError>,
+) -> Result<i64, TranslateError> {
+    parse(&q.0).map_err(|e| TranslateError::Quantity {
+        object: object.to_string(),
+        field: field.to_string(),
+        value: q.0.clone(),
+        problem: e.to_string(),
+    })
+}
+
+/// CPU, memory and GPU of a resource map (allocatable, requests).
+fn resources(object: &str, field: &str, map: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, TranslateError> {
+    let Some(map) = map else { return Ok(Resources::ZERO) };
+    let get = |name: &str, parse| match map.get(name) {
+        Some(q) => quantity(object, &format!("{field}.{name}"), q, parse),
+        None => Ok(0),
+    };
+    Ok(Resources::new(
+        get("cpu", parse_cpu)?,
+        get("memory", parse_memory)?,
+        get(GPU, |s| parse_cpu(s).map(|m| m / 1000))?,
+    ))
+}
+
+/// A node: its allocatable, and whether new pods can land (not cordoned, Ready).
+pub fn node(n: &KubeNode) -> Result<Node, TranslateError> {
+    let name = n.metadata.name.clone().unwrap_or_default();
+    let status = n.status.as_ref();
+    let allocatable =
+        resources(&format!("node/{name}"), "status.allocatable", status.and_then(|s| s.allocatable.as_ref()))?;
+    let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    Ok(Node { name, allocatable, schedulable: !cordoned && ready })
+}
+
+/// What the scheduler reserves for a pod: the larger of the sum of its containers' requests
+/// and its largest init container's, plus the pod overhead.
+pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
+    let object =
+        format!("pod/{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""));
+    let Some(spec) = p.spec.as_ref() else { return Ok(Resources::ZERO) };
+    let reqs =
+        |r: Option<&ResourceRequirements>, field: &str| resources(&object, field, r.and_then(|r| r.requests.as_ref()));
+    let mut sum = Resources::ZERO;
+    for c in &spec.containers {
+        sum += reqs(c.resources.as_ref(), &format!("containers[{}].resources.requests", c.name))?;
+    }
+    let mut init_max = Resources::ZERO;
+    for c in spec.init_containers.iter().flatten() {
+        let r = reqs(c.resources.as_ref(), &format!("initContainers[{}].resources.requests", c.name))?;
+        init_max = Resources::new(
+            init_max.cpu_milli.max(r.cpu_milli),
+            init_max.memory_bytes.max(r.memory_bytes),
+            init_max.gpu.max(r.gpu),
+        );
+    }
+    let effective = Resources::new(
+        sum.cpu_milli.max(init_max.cpu_milli),
+        sum.memory_bytes.max(init_max.memory_bytes),
+        sum.gpu.max(init_max.gpu),
+    );
+    Ok(effective + resources(&object, "overhead", spec.overhead.as_ref())?)
+}
+
+/// Pods that hold no node resources any more (finished) are left out of snapshots.
+pub fn pod_is_finished(p: &KubePod) -> bool {
+    matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+pub fn pod_is_ready(p: &KubePod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// Training pods are recognised by the protocol labels; online pods by the services whose
+/// selectors match them (HPA scale targets or configured selectors); the rest is system.
+pub fn classify(p: &KubePod, online: &[(String, crate::live::selector::LabelSelector)]) -> PodClass {
+    let empty = BTreeMap::new();
+    let labels = p.metadata.labels.as_ref().unwrap_or(&empty);
+    if let Some(job) = labels.get(JOB_LABEL) {
+        match labels.get(ROLE_LABEL).map(String::as_str) {
+            Some("worker") => return PodClass::Worker { job: job.clone() },
+            Some("master") => return PodClass::Master { job: job.clone() },
+            _ => {}
+        }
+    }
+    if labels.get(MASTER_LABEL).is_some_and(|v| v == "true") {
+        return PodClass::Master { job: labels.get(JOB_LABEL).cloned().unwrap_or_default() };
+    }
+    for (service, selector) in online {
+        if selector.matches(labels) {
+            return PodClass::Online { service: service.clone() };
+        }
+    }
+    PodClass::System
+}
+
+/// HPA (autoscaling/v2) status as the core reads it. The metric is the first one with both a
+/// target and a current value in the same terms (utilization, average value or value); for CPU
+/// utilization that is the ratio the HPA itself scales on.
+pub fn hpa(h: &HorizontalPodAutoscaler) -> Hpa {
+    let spec = h.spec.as_ref();
+    let status = h.status.as_ref();
+    let min = spec.and_then(|s| s.min_replicas).unwrap_or(1).max(0) as u32;
+    let max = spec.map_or(min as i32, |s| s.max_replicas).max(0) as u32;
+    let current = status.and_then(|s| s.current_replicas).unwrap_or(0).max(0) as u32;
+    let desired = status.map_or(current as i32, |s| s.desired_replicas).max(0) as u32;
+    let targets: Vec<(String, &MetricTarget)> = spec
+        .and_then(|s| s.metrics.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let t = m.resource.as_ref().map(|r| (format!("Resource/{}", r.name), &r.target));
+            t.or_else(|| m.pods.as_ref().map(|p| (format!("Pods/{}", p.metric.name), &p.target)))
+                .or_else(|| m.object.as_ref().map(|o| (format!("Object/{}", o.metric.name), &o.target)))
+                .or_else(|| m.external.as_ref().map(|e| (format!("External/{}", e.metric.name), &e.target)))
+        })
+        .collect();
+    let currents: Vec<(String, &MetricValueStatus)> = status
+        .and_then(|s| s.current_metrics.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let c = m.resource.as_ref().map(|r| (format!("Resource/{}", r.name), &r.current));
+            c.or_else(|| m.pods.as_ref().map(|p| (format!("Pods/{}", p.metric.name), &p.current)))
+                .or_else(|| m.object.as_ref().map(|o| (format!("Object/{}", o.metric.name), &o.current)))
+                .or_else(|| m.external.as_ref().map(|e| (format!("External/{}", e.metric.name), &e.current)))
+        })
+        .collect();
+    let metric = targets.iter().find_map(|(name, target)| {
+        let (_, current) = currents.iter().find(|(n, _)| n == name)?;
+        metric_pair(target, current)
+    });
+    Hpa { min_replicas: min, max_replicas: max, current_replicas: current, desired_replicas: desired, metric }
+}
+
+fn metric_pair(target: &MetricTarget, current: &MetricValueStatus) -> Option<HpaMetric> {
+    let value = |q: &Option<Quantity>| q.as_ref().and_then(|q| parse_cpu(&q.0).ok()).map(|m| m as f64 / 1000.0);
+    if let (Some(t), Some(c)) = (target.average_utilization, current.average_utilization) {
+        return Some(HpaMetric { current: c as f64 / 100.0, target: t as f64 / 100.0 });
+    }
+    if let (Some(t), Some(c)) = (value(&target.average_value), value(&current.average_value)) {
+        return Some(HpaMetric { current: c, target: t });
+    }
+    if let (Some(t), Some(c)) = (value(&target.value), value(&current.value)) {
+        return Some(HpaMetric { current: c, target: t });
+    }
+    None
+}
+
+/// Job settings a master Service may override by annotation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobOverrides {
+    pub priority: Option<i32>,
+    pub weight: Option<f64>,
+    pub min_workers: Option<u32>,
+    pub max_workers: Option<u32>,
+}
+
+pub fn job_overrides(
+    object: &str,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<JobOverrides, TranslateError> {
+    let Some(a) = annotations else { return Ok(JobOverrides::default()) };
+    fn get<T: std::str::FromStr>(
+        object: &str,
+        a: &BTreeMap<String, String>,
+        annotation: &'static str,
+        valid: impl Fn(&T) -> bool,
+        expected: &str,
+    ) -> Result<Option<T>, TranslateError> {
+        let Some(raw) = a.get(annotation) else { return Ok(None) };
+        match raw.trim().parse::<T>() {
+            Ok(v) if valid(&v) => Ok(Some(v)),
+            _ => Err(TranslateError::Annotation {
+                object: object.to_string(),
+                annotation,
+                value: raw.clone(),
+                problem: format!("expected {expected}"),
+            }),
+        }
+    }
+    let o = JobOverrides {
+        priority: get(object, a, PRIORITY_ANNOTATION, |_: &i32| true, "an integer")?,
+        weight: get(object, a, WEIGHT_ANNOTATION, |w: &f64| w.is_finite() && *w > 0.0, "a number above 0")?,
+        min_workers: get(object, a, MIN_WORKERS_ANNOTATION, |_: &u32| true, "a whole number 0 or more")?,
+        max_workers: get(object, a, MAX_WORKERS_ANNOTATION, |_: &u32| true, "a whole number 0 or more")?,
+    };
+    if let (Some(min), Some(max)) = (o.min_workers, o.max_workers) {
+        if min > max {
+            return Err(TranslateError::Annotation {
+                object: object.to_string(),
+                annotation: MIN_WORKERS_ANNOTATION,
+                value: min.to_string(),
+                problem: format!("above {MAX_WORKERS_ANNOTATION} ({max})"),
+            });
+        }
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::live::selector::LabelSelector;
+
+    fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("valid Kubernetes object")
+    }
+
+    #[test]
+    fn node_allocatable_and_schedulability() {
+        let n: KubeNode = from(json!({
+            "metadata": {"name": "n1"},
+            "spec": {},
+            "status": {
+                "allocatable": {"cpu": "31500m", "memory": "125Gi", "nvidia.com/gpu": "8", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+        }));
+        let v = node(&n).unwrap();
+        assert_eq!(v.allocatable, Resources::new(31_500, 125 << 30, 8));
+        assert!(v.schedulable);
+        let cordoned: KubeNode = from(json!({
+            "metadata": {"name": "n2"}, "spec": {"unschedulable": true},
+            "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+        assert!(!node(&cordoned).unwrap().schedulable);
+        let not_ready: KubeNode = from(json!({
+            "metadata": {"name": "n3"},
+            "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "Unknown"}]}
+        }));
+        assert!(!node(&not_ready).unwrap().schedulable);
+    }
+
+    #[test]
+    fn bad_quantity_names_the_object_and_field() {
+        let n: KubeNode = from(json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "lots"}}}));
+        let e = node(&n).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "node/n1: status.allocatable.cpu `lots` is not a quantity: `lots` is not a Kubernetes quantity (expected a number with an optional suffix such as 500m, 2, 512Mi, 4Gi)"
+        );
+    }
+
+    #[test]
+    fn pod_requests_take_init_containers_and_overhead_into_account() {
+        let p: KubePod = from(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "250m"}}},
+                    {"name": "c"}
+                ],
+                "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}],
+                "overhead": {"cpu": "100m"}
+            }
+        }));
+        // CPU: max(0.75, 2) + 0.1; memory: max(1Gi, 512Mi).
+        assert_eq!(pod_requests(&p).unwrap(), Resources::new(2_100, 1 << 30, 0));
+    }
+
+    #[test]
+    fn classification_by_protocol_labels_and_service_selectors() {
+        let pod = |labels: serde_json::Value| -> KubePod { from(json!({"metadata": {"name": "p", "labels": labels}})) };
+        let online = vec![("nginx".to_string(), LabelSelector::parse("app=nginx").unwrap())];
+        assert_eq!(
+            classify(&pod(json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"})), &online),
+            PodClass::Worker { job: "wd".into() }
+        );
+        assert_eq!(
+            classify(&pod(json!({"colocate.dev/job": "wd", "colocate.dev/role": "master"})), &online),
+            PodClass::Master { job: "wd".into() }
+        );
+        assert_eq!(classify(&pod(json!({"app": "nginx"})), &online), PodClass::Online { service: "nginx".into() });
+        assert_eq!(classify(&pod(json!({"app": "redis"})), &online), PodClass::System);
+        // A worker label wins over a service selector that happens to match too.
+        let both = pod(json!({"app": "nginx", "colocate.dev/job": "wd", "colocate.dev/role": "worker"}));
+        assert_eq!(classify(&both, &online), PodClass::Worker { job: "wd".into() });
+    }
+
+    #[test]
+    fn hpa_status_and_cpu_utilization() {
+        let h: HorizontalPodAutoscaler = from(json!({
+            "metadata": {"name": "nginx"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"},
+                "minReplicas": 2, "maxReplicas": 200,
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]
+            },
+            "status": {
+                "currentReplicas": 20, "desiredReplicas": 26,
+                "currentMetrics": [{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 78}}}]
+            }
+        }));
+        let v = hpa(&h);
+        assert_eq!((v.min_replicas, v.max_replicas, v.current_replicas, v.desired_replicas), (2, 200, 20, 26));
+        let m = v.metric.unwrap();
+        assert!((m.current - 0.78).abs() < 1e-9 && (m.target - 0.6).abs() < 1e-9, "{m:?}");
+    }
+
+    #[test]
+    fn hpa_on_a_pods_metric_uses_average_values() {
+        let h: HorizontalPodAutoscaler = from(json!({
+            "metadata": {"name": "api"},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "api"},
+                "maxReplicas": 10,
+                "metrics": [{"type": "Pods", "pods": {"metric": {"name": "rps"}, "target": {"type": "AverageValue", "averageValue": "100"}}}]
+            },
+            "status": {"desiredReplicas": 3, "currentMetrics": [{"type": "Pods", "pods": {"metric": {"name": "rps"}, "current": {"averageValue": "150500m"}}}]}
+        }));
+        let v = hpa(&h);
+        assert_eq!(v.min_replicas, 1, "minReplicas defaults to 1");
+        let m = v.metric.unwrap();
+        assert!((m.current - 150.5).abs() < 1e-9 && (m.target - 100.0).abs() < 1e-9, "{m:?}");
+        // No status yet: no metric, no crash.
+        let fresh: HorizontalPodAutoscaler = from(
+            json!({"metadata": {"name": "x"}, "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "x"}, "maxReplicas": 3}}),
+        );
+        assert!(hpa(&fresh).metric.is_none());
+    }
+
+    #[test]
+    fn job_overrides_from_annotations() {
+        let a: BTreeMap<String, String> = [
+            (PRIORITY_ANNOTATION, "5"),
+            (WEIGHT_ANNOTATION, "2.5"),
+            (MIN_WORKERS_ANNOTATION, "2"),
+            (MAX_WORKERS_ANNOTATION, "16"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            job_overrides("service/ml/wd", Some(&a)).unwrap(),
+            JobOverrides { priority: Some(5), weight: Some(2.5), min_workers: Some(2), max_workers: Some(16) }
+        );
+        let mut bad = a.clone();
+        bad.insert(WEIGHT_ANNOTATION.into(), "-1".into());
+        assert_eq!(
+            job_overrides("service/ml/wd", Some(&bad)).unwrap_err().to_string(),
+            "service/ml/wd: annotation colocate.dev/weight=`-1`: expected a number above 0"
+        );
+        let mut inverted = a;
+        inverted.insert(MIN_WORKERS_ANNOTATION.into(), "20".into());
+        assert!(job_overrides("s", Some(&inverted))
+            .unwrap_err()
+            .to_string()
+            .contains("above colocate.dev/max-workers (16)"));
+    }
+}

@@ -1,0 +1,330 @@
+//! The cluster as the decision core sees it, built from reflector contents, master statuses
+//! and samples. A pure function of its inputs, so it is tested without a cluster; the live
+//! loop calls it with the reflector stores' state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
+
+use super::master::types::{Phase, Status};
+use super::selector::LabelSelector;
+use super::translate::{self, JobOverrides};
+use crate::core::resources::{parse_cpu, parse_memory};
+use crate::core::{Job, Latency, Pod, PodClass, Resources, Sample, Service, Snapshot};
+
+/// An online service with what is known about it right now.
+#[derive(Clone, Debug)]
+pub struct OnlineService {
+    pub namespace: String,
+    pub name: String,
+    /// Its pods: the configured selector, or its HPA scale target's selector.
+    pub selector: Option<LabelSelector>,
+    pub hpa: Option<String>,
+    pub slo_p99: Option<Duration>,
+    /// Fresh load samples (stale ones already dropped by the sampler).
+    pub load: Vec<Sample>,
+    /// `None` when the latency sample is missing or stale.
+    pub p99: Option<Duration>,
+}
+
+impl OnlineService {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A training job as its master reported it (`None`: the master did not answer).
+#[derive(Clone, Debug)]
+pub struct JobSource {
+    pub namespace: String,
+    pub name: String,
+    pub status: Option<Status>,
+    pub overrides: JobOverrides,
+    pub priority: i32,
+    pub weight: f64,
+}
+
+impl JobSource {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Everything a snapshot is made of.
+pub struct Inputs<'a> {
+    pub now: Duration,
+    pub nodes: &'a [Arc<KubeNode>],
+    pub pods: &'a [Arc<KubePod>],
+    pub hpas: &'a [Arc<HorizontalPodAutoscaler>],
+    pub services: &'a [OnlineService],
+    pub jobs: &'a [JobSource],
+}
+
+/// The snapshot, and what could not be used (each a sentence naming the object).
+pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
+    let mut problems = Vec::new();
+    let nodes =
+        inputs.nodes.iter().filter_map(|n| translate::node(n).map_err(|e| problems.push(e.to_string())).ok()).collect();
+
+    let mut managed: BTreeMap<String, &JobSource> = BTreeMap::new();
+    for j in inputs.jobs {
+        match &j.status {
+            Some(s) if !matches!(s.phase, Phase::Completed | Phase::Failed) => {
+                managed.insert(j.key(), j);
+            }
+            Some(_) => {}
+            None => problems.push(format!("job {}: master unreachable; its workers are left as they are", j.key())),
+        }
+    }
+
+    let mut replica: BTreeMap<String, Resources> = BTreeMap::new();
+    let mut pods = Vec::with_capacity(inputs.pods.len());
+    for p in inputs.pods {
+        if translate::pod_is_finished(p) {
+            continue;
+        }
+        let namespace = p.metadata.namespace.clone().unwrap_or_default();
+        let requests = match translate::pod_requests(p) {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(e.to_string());
+                continue;
+            }
+        };
+        let class = pod_class(p, &namespace, inputs.services, &managed);
+        if let PodClass::Online { service } = &class {
+            replica.entry(service.clone()).or_insert(requests);
+        }
+        pods.push(Pod {
+            name: format!("{namespace}/{}", p.metadata.name.as_deref().unwrap_or("")),
+            class,
+            node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+            requests,
+            ready: translate::pod_is_ready(p),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+        });
+    }
+
+    let services = inputs
+        .services
+        .iter()
+        .map(|s| {
+            let key = s.key();
+            let hpa = s.hpa.as_ref().and_then(|name| {
+                let found = inputs.hpas.iter().find(|h| {
+                    h.metadata.namespace.as_deref() == Some(s.namespace.as_str())
+                        && h.metadata.name.as_deref() == Some(name.as_str())
+                });
+                if found.is_none() {
+                    problems.push(format!("service {key}: HPA {}/{name} not found", s.namespace));
+                }
+                found.map(|h| translate::hpa(h))
+            });
+            Service {
+                replica: replica.get(&key).copied().unwrap_or_default(),
+                name: key,
+                hpa,
+                load: s.load.clone(),
+                latency: s.slo_p99.map(|slo| Latency { p99: s.p99, slo_p99: slo }),
+            }
+        })
+        .collect();
+
+    let jobs = managed
+        .iter()
+        .filter_map(|(key, j)| {
+            let status = j.status.as_ref()?;
+            job(key, j, status).map_err(|e| problems.push(e)).ok()
+        })
+        .collect();
+    (Snapshot { now: inputs.now, nodes, pods, services, jobs }, problems)
+}
+
+/// Class of a pod, with job and service names qualified by namespace; workers of jobs whose
+/// master is not answering are left alone like any other unmanaged pod.
+fn pod_class(
+    p: &KubePod,
+    namespace: &str,
+    services: &[OnlineService],
+    managed: &BTreeMap<String, &JobSource>,
+) -> PodClass {
+    let selectors: Vec<(String, LabelSelector)> = services
+        .iter()
+        .filter(|s| s.namespace == namespace)
+        .filter_map(|s| s.selector.clone().map(|sel| (s.key(), sel)))
+        .collect();
+    match translate::classify(p, &selectors) {
+        PodClass::Worker { job } => {
+            let key = format!("{namespace}/{job}");
+            if managed.contains_key(&key) {
+                PodClass::Worker { job: key }
+            } else {
+                PodClass::System
+            }
+        }
+        PodClass::Master { job } => PodClass::Master { job: format!("{namespace}/{job}") },
+        other => other,
+    }
+}
+
+fn job(key: &str, source: &JobSource, status: &Status) -> Result<Job, String> {
+    let r = &status.worker_resources;
+    let bad = |what: &str, e: String| format!("job {key}: worker_resources.{what}: {e}");
+    let cpu = parse_cpu(&r.cpu.0).map_err(|e| bad("cpu", e.to_string()))?;
+    let memory = parse_memory(&r.memory.0).map_err(|e| bad("memory", e.to_string()))?;
+    let gpu = match r.other.get(translate::GPU) {
+        Some(q) => parse_cpu(&q.0).map_err(|e| bad(translate::GPU, e.to_string()))? / 1000,
+        None => 0,
+    };
+    let o = &source.overrides;
+    let min = o.min_workers.unwrap_or(status.workers.min);
+    let max = o.max_workers.unwrap_or(status.workers.max).max(min);
+    let w = &status.workers;
+    Ok(Job {
+        name: key.to_string(),
+        priority: o.priority.unwrap_or(source.priority),
+        weight: o.weight.unwrap_or(source.weight),
+        worker: Resources::new(cpu, memory, gpu),
+        min_workers: min,
+        max_workers: max,
+        target_workers: w.target,
+        rescaling: status.phase == Phase::Rescaling || w.current != w.target || w.pending > 0,
+        rescale_cost: Duration::from_secs_f64(status.rescale_cost_s.unwrap_or(0.0).max(0.0)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("valid object")
+    }
+
+    fn node(name: &str) -> Arc<KubeNode> {
+        Arc::new(from(json!({
+            "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        })))
+    }
+
+    fn pod(ns: &str, name: &str, labels: serde_json::Value, node: Option<&str>, cpu: &str) -> Arc<KubePod> {
+        Arc::new(from(json!({
+            "metadata": {"namespace": ns, "name": name, "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        })))
+    }
+
+    fn status(job: &str, current: u32, target: u32) -> Status {
+        from(json!({
+            "job": job, "generation": 3, "phase": "Running",
+            "workers": {"current": current, "target": target, "min": 1, "max": 32, "pending": 0},
+            "worker_resources": {"cpu": "2", "memory": "4Gi"},
+            "rescale_cost_s": 10.0
+        }))
+    }
+
+    fn source(ns: &str, name: &str, status: Option<Status>) -> JobSource {
+        JobSource {
+            namespace: ns.into(),
+            name: name.into(),
+            status,
+            overrides: JobOverrides::default(),
+            priority: 0,
+            weight: 1.0,
+        }
+    }
+
+    #[test]
+    fn pods_jobs_and_services_are_qualified_by_namespace() {
+        let nodes = [node("n1")];
+        let pods = [
+            pod("web", "nginx-1", json!({"app": "nginx"}), Some("n1"), "1"),
+            pod("other", "nginx-x", json!({"app": "nginx"}), Some("n1"), "1"),
+            pod("ml", "wd-w-0", json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"}), Some("n1"), "2"),
+            pod("ml", "wd-w-1", json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"}), None, "2"),
+            pod(
+                "ml",
+                "wd-master",
+                json!({"colocate.dev/job": "wd", "colocate.dev/role": "master"}),
+                Some("n1"),
+                "500m",
+            ),
+        ];
+        let hpas: [Arc<HorizontalPodAutoscaler>; 1] = [Arc::new(from(json!({
+            "metadata": {"namespace": "web", "name": "nginx"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "nginx"}, "minReplicas": 1, "maxReplicas": 10},
+            "status": {"currentReplicas": 1, "desiredReplicas": 3}
+        })))];
+        let services = [OnlineService {
+            namespace: "web".into(),
+            name: "nginx".into(),
+            selector: Some(LabelSelector::parse("app=nginx").unwrap()),
+            hpa: Some("nginx".into()),
+            slo_p99: Some(Duration::from_millis(250)),
+            load: Vec::new(),
+            p99: None,
+        }];
+        let jobs = [source("ml", "wd", Some(status("wd", 1, 2)))];
+        let inputs = Inputs {
+            now: Duration::from_secs(7),
+            nodes: &nodes,
+            pods: &pods,
+            hpas: &hpas,
+            services: &services,
+            jobs: &jobs,
+        };
+        let (snap, problems) = snapshot(&inputs);
+        assert!(problems.is_empty(), "{problems:?}");
+        let class = |name: &str| snap.pods.iter().find(|p| p.name == name).map(|p| p.class.clone()).unwrap();
+        assert_eq!(class("web/nginx-1"), PodClass::Online { service: "web/nginx".into() });
+        assert_eq!(class("other/nginx-x"), PodClass::System, "a selector only applies in its namespace");
+        assert_eq!(class("ml/wd-w-0"), PodClass::Worker { job: "ml/wd".into() });
+        assert_eq!(class("ml/wd-master"), PodClass::Master { job: "ml/wd".into() });
+        let svc = &snap.services[0];
+        assert_eq!(svc.replica, Resources::new(1000, 1 << 30, 0));
+        assert_eq!(svc.hpa.as_ref().map(|h| h.desired_replicas), Some(3));
+        assert_eq!(svc.latency.map(|l| (l.p99, l.slo_p99)), Some((None, Duration::from_millis(250))));
+        let job = &snap.jobs[0];
+        assert_eq!((job.name.as_str(), job.target_workers, job.rescaling), ("ml/wd", 2, true));
+        assert_eq!(job.worker, Resources::new(2000, 4 << 30, 0));
+        assert_eq!(job.rescale_cost, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn an_unreachable_master_leaves_its_workers_alone_and_says_so() {
+        let nodes = [node("n1")];
+        let pods =
+            [pod("ml", "wd-w-0", json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"}), Some("n1"), "2")];
+        let jobs = [source("ml", "wd", None)];
+        let inputs = Inputs { now: Duration::ZERO, nodes: &nodes, pods: &pods, hpas: &[], services: &[], jobs: &jobs };
+        let (snap, problems) = snapshot(&inputs);
+        assert!(snap.jobs.is_empty());
+        assert_eq!(snap.pods[0].class, PodClass::System, "still counted as allocated, never released");
+        assert_eq!(problems, ["job ml/wd: master unreachable; its workers are left as they are"]);
+    }
+
+    #[test]
+    fn overrides_win_and_bad_resources_are_reported() {
+        let mut j = source("ml", "wd", Some(status("wd", 4, 4)));
+        j.overrides = JobOverrides { priority: Some(7), weight: Some(3.0), min_workers: Some(2), max_workers: Some(8) };
+        let mut broken = source("ml", "bad", Some(status("bad", 1, 1)));
+        broken.status.as_mut().unwrap().worker_resources.cpu.0 = "two".into();
+        let jobs = [j, broken];
+        let inputs = Inputs { now: Duration::ZERO, nodes: &[], pods: &[], hpas: &[], services: &[], jobs: &jobs };
+        let (snap, problems) = snapshot(&inputs);
+        let job = &snap.jobs[0];
+        assert_eq!((job.priority, job.weight, job.min_workers, job.max_workers), (7, 3.0, 2, 8));
+        assert_eq!(snap.jobs.len(), 1);
+        assert!(
+            problems[0].starts_with("job ml/bad: worker_resources.cpu: `two` is not a Kubernetes quantity"),
+            "{problems:?}"
+        );
+    }
+}

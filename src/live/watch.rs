@@ -1,0 +1,155 @@
+//! Cluster-wide reflectors of the objects the controller decides on: Nodes, Pods,
+//! HorizontalPodAutoscalers (autoscaling/v2) and master Services. Objects are stripped of what
+//! the decision never reads before they are stored (managed fields, most annotations, images,
+//! container details), to keep memory low on large clusters. Every change wakes the decision
+//! loop; watch errors are counted and retried with backoff.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::{future, StreamExt};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::Notify;
+
+use super::translate::MASTER_LABEL;
+
+/// Read handles of the four caches.
+#[derive(Clone)]
+pub struct Caches {
+    pub nodes: Store<Node>,
+    pub pods: Store<Pod>,
+    pub hpas: Store<HorizontalPodAutoscaler>,
+    pub masters: Store<Service>,
+}
+
+/// Watch health, exported as metrics.
+#[derive(Default, Debug)]
+pub struct WatchStats {
+    /// Errors per kind (nodes, pods, hpas, masters) after which the watch restarted.
+    pub restarts: [AtomicU64; 4],
+    pub events: AtomicU64,
+}
+
+pub const KINDS: [&str; 4] = ["nodes", "pods", "horizontalpodautoscalers", "services"];
+
+type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl Caches {
+    /// Starts nothing by itself: returns the caches and the futures that fill them (spawn
+    /// them). `changed` is notified on every event.
+    pub fn new(client: Client, changed: Arc<Notify>, stats: Arc<WatchStats>) -> (Caches, Vec<Driver>) {
+        let (nodes, d0) =
+            reflect(Api::all(client.clone()), watcher::Config::default(), strip_node, 0, &changed, &stats);
+        let (pods, d1) = reflect(Api::all(client.clone()), watcher::Config::default(), strip_pod, 1, &changed, &stats);
+        let (hpas, d2) = reflect(Api::all(client.clone()), watcher::Config::default(), strip_meta, 2, &changed, &stats);
+        let masters_only = watcher::Config::default().labels(&format!("{MASTER_LABEL}=true"));
+        let (masters, d3) = reflect(Api::all(client), masters_only, strip_service, 3, &changed, &stats);
+        (Caches { nodes, pods, hpas, masters }, vec![d0, d1, d2, d3])
+    }
+
+    /// Resolves once every cache has seen its initial list: never decide on a partial view.
+    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.nodes.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
+        self.hpas.wait_until_ready().await?;
+        self.masters.wait_until_ready().await
+    }
+}
+
+fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    strip: fn(&mut K),
+    kind: usize,
+    changed: &Arc<Notify>,
+    stats: &Arc<WatchStats>,
+) -> (Store<K>, Driver)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, writer) = reflector::store();
+    let changed = changed.clone();
+    let stats = stats.clone();
+    let stream = watcher(api, config).default_backoff().modify(strip).reflect(writer);
+    let driver = stream.for_each(move |event| {
+        match event {
+            Ok(_) => {
+                stats.events.fetch_add(1, Ordering::Relaxed);
+                changed.notify_one();
+            }
+            Err(e) => {
+                stats.restarts[kind].fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(kind = KINDS[kind], error = %e, "watch failed; restarting with backoff");
+            }
+        }
+        future::ready(())
+    });
+    (reader, Box::pin(driver))
+}
+
+fn strip_meta<K: ResourceExt>(o: &mut K) {
+    o.managed_fields_mut().clear();
+}
+
+fn strip_node(n: &mut Node) {
+    n.managed_fields_mut().clear();
+    n.annotations_mut().clear();
+    if let Some(s) = n.status.as_mut() {
+        s.images = None;
+        s.node_info = None;
+        s.volumes_attached = None;
+        s.volumes_in_use = None;
+        s.addresses = None;
+        s.capacity = None;
+    }
+}
+
+/// Keeps what classification and capacity need: labels, node, phase, Ready, deletion, and
+/// per container only its name and resource requests.
+fn strip_pod(p: &mut Pod) {
+    p.managed_fields_mut().clear();
+    p.annotations_mut().clear();
+    p.metadata.owner_references = None;
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes = None;
+        spec.affinity = None;
+        spec.tolerations = None;
+        for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+            c.env = None;
+            c.env_from = None;
+            c.command = None;
+            c.args = None;
+            c.volume_mounts = None;
+            c.liveness_probe = None;
+            c.readiness_probe = None;
+            c.startup_probe = None;
+            c.ports = None;
+            c.image = None;
+            c.security_context = None;
+            if let Some(r) = c.resources.as_mut() {
+                r.limits = None;
+            }
+        }
+    }
+    if let Some(s) = p.status.as_mut() {
+        s.container_statuses = None;
+        s.init_container_statuses = None;
+        s.pod_ips = None;
+        s.host_ips = None;
+        s.message = None;
+    }
+}
+
+/// Master Services keep their annotations (job overrides) and ports.
+fn strip_service(s: &mut Service) {
+    s.managed_fields_mut().clear();
+    s.metadata.owner_references = None;
+    s.status = None;
+}
