@@ -46,6 +46,12 @@ log() { echo "[testbed-build] $*" >&2; }
 
 command -v go >/dev/null || { log "go not found in PATH"; exit 1; }
 mkdir -p "$CACHE"
+# One build at a time per cache: concurrent runs (test binaries, checkouts)
+# would otherwise race on the *.tmp files below and on testbed.env.
+if command -v flock >/dev/null; then
+  exec 9>"$CACHE/.build.lock"
+  flock 9
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/colocate-testbed-build.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

@@ -1,0 +1,6 @@
+//! Helpers shared by the integration tests. A test binary includes them with `mod support;`.
+
+// Every test binary compiles all of `support` but uses only part of it.
+#![allow(dead_code)]
+
+pub mod testbed;
