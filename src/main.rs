@@ -32,5 +32,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::ExampleMaster(args) => match cli::example_master::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e @ cli::example_master::ExampleMasterError::Config(_)) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+            Err(e @ cli::example_master::ExampleMasterError::Runtime(_)) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }

@@ -1,5 +1,6 @@
 //! Command-line wiring: clap definitions and the commands they run.
 
+pub mod example_master;
 pub mod replay;
 
 use std::path::PathBuf;
@@ -23,4 +24,7 @@ pub enum Command {
         /// YAML file with `controller:`, `run:` and `services:` blocks.
         file: PathBuf,
     },
+    /// Serve master protocol v1 for a job whose workers are one Deployment's replicas (scaled
+    /// through its /scale subresource); the template for framework integrators.
+    ExampleMaster(example_master::Args),
 }

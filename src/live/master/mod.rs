@@ -5,11 +5,12 @@
 //! - [`client`]: [`MasterClient`], what the controller's actuator calls (timeouts, bounded
 //!   jittered retries, idempotent command ids, errors labelled for metrics).
 //! - [`server`] and [`backend`]: the reference master, serving the protocol over any
-//!   [`WorkerBackend`] (in memory here; a Deployment's `/scale` subresource later).
+//!   [`WorkerBackend`]: in memory (`backend.rs`) or a Deployment's `/scale` subresource (`deployment.rs`).
 //! - [`retry`]: the retry policy and command ids, std-only.
 
 pub mod backend;
 pub mod client;
+pub mod deployment;
 pub mod retry;
 pub mod server;
 pub mod types;

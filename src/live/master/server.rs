@@ -1,7 +1,7 @@
 //! The reference master: master protocol v1 over a [`WorkerBackend`].
 //!
-//! Jobs whose framework has no scaling API can run this next to their workers (the future
-//! `colocate example-master` command), and integrators can copy it. It owns what the protocol
+//! Jobs whose framework has no scaling API can run this next to their workers
+//! (`colocate example-master`, over a worker Deployment), and integrators can copy it. It owns what the protocol
 //! adds on top of a worker count: the generation, idempotent command ids, bounds, the bearer
 //! token and the phase.
 

@@ -1,0 +1,238 @@
+//! `colocate example-master`: a master protocol v1 server for a job whose workers are the
+//! replicas of one Deployment, and the template for framework integrators.
+//!
+//! It is the reference master ([`MasterState`], [`serve_with_shutdown`]) over a
+//! [`DeploymentBackend`]. An integrator writing a master for their framework keeps the shape of
+//! [`run`] and replaces:
+//! - the backend: [`DeploymentBackend`] becomes their own [`WorkerBackend`](colocate::live::master::WorkerBackend),
+//!   which asks the framework's workers to leave gracefully (checkpoint, leave the rendezvous)
+//!   before lowering the count, and reports throughput, progress and the `Completed`/`Failed`
+//!   phase, which only the job knows;
+//! - the flags: the job's bounds and per-worker resources usually come from the framework's own
+//!   job spec rather than from flags;
+//! - the logging: [`StderrLog`] stands in for the integrator's logging.
+//!
+//! Run it next to the workers, behind a Service labelled `colocate.dev/master: "true"` with a port
+//! named `master` (see `shared/docs/master-protocol-v1.md`); the RBAC it needs is in
+//! [`colocate::live::master::deployment`].
+
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use colocate::core::resources::{parse_cpu, parse_memory};
+use colocate::live::master::deployment::DeploymentBackend;
+use colocate::live::master::{serve_with_shutdown, MasterConfig, MasterState, WorkerResources};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::net::TcpListener;
+use tracing::field::{Field, Visit};
+
+/// Flags of `colocate example-master`; each has an environment variable (for a pod spec).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Job name reported in /v1/status (the `colocate.dev/job` label of its workers).
+    #[arg(long, env = "COLOCATE_MASTER_JOB", value_name = "NAME")]
+    pub job: String,
+    /// Namespace of the worker Deployment (default: the kube config's namespace; in a pod, its own).
+    #[arg(long, env = "COLOCATE_MASTER_NAMESPACE", value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The worker Deployment, scaled through its /scale subresource.
+    #[arg(long, env = "COLOCATE_MASTER_DEPLOYMENT", value_name = "NAME")]
+    pub deployment: String,
+    /// Fewest workers the job runs with; the controller never asks for fewer.
+    #[arg(long, env = "COLOCATE_MASTER_MIN_WORKERS", value_name = "N")]
+    pub min_workers: u32,
+    /// Most workers the job can use.
+    #[arg(long, env = "COLOCATE_MASTER_MAX_WORKERS", value_name = "N")]
+    pub max_workers: u32,
+    /// CPU one worker requests (a Kubernetes quantity: 2, 500m), reported as worker_resources.cpu.
+    #[arg(long, env = "COLOCATE_MASTER_WORKER_CPU", value_name = "QUANTITY", value_parser = cpu_quantity)]
+    pub worker_cpu: String,
+    /// Memory one worker requests (4Gi, 512Mi), reported as worker_resources.memory.
+    #[arg(long, env = "COLOCATE_MASTER_WORKER_MEMORY", value_name = "QUANTITY", value_parser = memory_quantity)]
+    pub worker_memory: String,
+    /// How long the whole job pauses on a membership change (10s, 1m); reported as rescale_cost_s.
+    #[arg(long, env = "COLOCATE_MASTER_RESCALE_COST", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub rescale_cost: Option<Duration>,
+    /// Address to serve master protocol v1 on.
+    #[arg(long, env = "COLOCATE_MASTER_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// File holding the bearer token every request must carry (a mounted Secret); without it,
+    /// requests need no token.
+    #[arg(long, env = "COLOCATE_MASTER_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).
+    #[arg(long, env = "COLOCATE_MASTER_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+fn cpu_quantity(s: &str) -> Result<String, String> {
+    parse_cpu(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
+fn memory_quantity(s: &str) -> Result<String, String> {
+    parse_memory(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
+/// Failures of `example-master`: bad flags or configuration exit with 2, anything later with 1.
+#[derive(Debug, thiserror::Error)]
+pub enum ExampleMasterError {
+    #[error("{}", chain(.0))]
+    Config(anyhow::Error),
+    #[error("{}", chain(.0))]
+    Runtime(anyhow::Error),
+}
+
+/// The error and its causes, skipping a cause whose text its parent already quotes.
+fn chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text = format!("{text}: {cause}");
+        }
+    }
+    text
+}
+
+/// Serves until SIGTERM or SIGINT, then finishes the requests in flight.
+pub fn run(args: Args) -> Result<(), ExampleMasterError> {
+    // Ignore a second installation (only in tests that call `run` twice).
+    let _ = tracing::subscriber::set_global_default(StderrLog);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+        .map_err(ExampleMasterError::Runtime)?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: Args) -> Result<(), ExampleMasterError> {
+    use ExampleMasterError::{Config, Runtime};
+
+    // Everything the flags decide is checked before the cluster is contacted.
+    if args.min_workers > args.max_workers {
+        return Err(Config(anyhow!(
+            "--min-workers ({}) is above --max-workers ({})",
+            args.min_workers,
+            args.max_workers
+        )));
+    }
+    let token = match &args.token_file {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading --token-file {}", path.display()));
+            let token = text.map_err(Config)?.trim().to_string();
+            if token.is_empty() {
+                return Err(Config(anyhow!("--token-file {} is empty", path.display())));
+            }
+            Some(token)
+        }
+        None => None,
+    };
+    let kube_config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading --kubeconfig {}", path.display()))
+                .map_err(Config)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading --kubeconfig {}", path.display()))
+                .map_err(Config)?
+        }
+        None => kube::Config::infer().await.context("finding a kube config (no --kubeconfig given)").map_err(Config)?,
+    };
+    let namespace = args.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
+    let client = kube::Client::try_from(kube_config).context("building the Kubernetes client").map_err(Config)?;
+
+    // An integrator replaces this backend with one that drives their framework's workers.
+    let backend = DeploymentBackend::new(client, &namespace, &args.deployment);
+    let generation = backend.generation().await.map_err(|e| Runtime(e.into()))?;
+
+    let mut config = MasterConfig::new(
+        args.job.clone(),
+        args.min_workers,
+        args.max_workers,
+        WorkerResources::new(args.worker_cpu.clone(), args.worker_memory.clone()),
+    );
+    config.rescale_cost_s = args.rescale_cost.map(|d| d.as_secs_f64());
+    config.token = token;
+    config.initial_generation = generation;
+    let state = MasterState::new(config, backend).map_err(|e| Config(e.into()))?;
+
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))
+        .map_err(Runtime)?;
+    let addr = listener.local_addr().context("reading the listening address").map_err(Runtime)?;
+    let shutdown = shutdown_signal().map_err(Runtime)?;
+    eprintln!(
+        "example-master: job {} over deployment {namespace}/{} (generation {generation}); listening on {addr}",
+        args.job, args.deployment
+    );
+    serve_with_shutdown(listener, state, shutdown).await.context("serving master protocol v1").map_err(Runtime)?;
+    eprintln!("example-master: stopped");
+    Ok(())
+}
+
+/// Completes on the first SIGTERM (what the kubelet sends) or SIGINT (Ctrl-C). The handlers are
+/// installed before it returns, so a signal arriving while the server starts is not lost.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        eprintln!("example-master: {name}: finishing requests in flight");
+    })
+}
+
+/// Prints `tracing` events at INFO and above to stderr, one line each
+/// (`INFO colocate::live::master::server: scaling job=wd target=2 ...`). The crate has no log
+/// subscriber yet (it comes with `colocate run`); an integrator plugs in their own logging here.
+struct StderrLog;
+
+impl tracing::Subscriber for StderrLog {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::INFO
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = format!("{} {}:", event.metadata().level(), event.metadata().target());
+        event.record(&mut Fields(&mut line));
+        eprintln!("{line}");
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Writes an event's message, then its fields as `name=value`.
+struct Fields<'a>(&'a mut String);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record_debug(field, &format_args!("{value}"));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let _ = match field.name() {
+            "message" => write!(self.0, " {value:?}"),
+            name => write!(self.0, " {name}={value:?}"),
+        };
+    }
+}
