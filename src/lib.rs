@@ -3,4 +3,5 @@
 pub mod core;
 pub mod live;
 pub mod sim;
+pub mod telemetry;
 pub mod yaml;

@@ -1,0 +1,648 @@
+//! The controller's Prometheus metrics: one [`Metrics`] owning a `prometheus-client` registry,
+//! with a plain method per thing the controller records.
+//!
+//! Metric names are the `pub const`s below, written exactly as they appear in `/metrics`
+//! (counters with their `_total`, histograms by their family name, whose samples are
+//! `_bucket`, `_sum` and `_count`). Dashboards, alerts and tests refer to these constants;
+//! renaming one is a breaking change. [`ALL`] lists every one of them.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Metric, Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+use crate::core::{Decision, PodClass, Reason, Resources, Snapshot};
+use crate::live::master::MasterError;
+use crate::live::watch::{WatchStats, KINDS};
+
+/// Residual capacity for training per node (after online reservations and the margin), labels
+/// `node`, `resource` (cpu|memory|gpu) and `unit` (core|byte|device).
+pub const NODE_RESIDUAL_CAPACITY: &str = "colocate_node_residual_capacity";
+/// The same summed over nodes, labels `resource` and `unit`.
+pub const CLUSTER_RESIDUAL_CAPACITY: &str = "colocate_cluster_residual_capacity";
+/// CPU requests bound to nodes by class (system|online|training|idle), in cores.
+pub const CPU_ALLOCATION_CORES: &str = "colocate_cpu_allocation_cores";
+/// The same as a fraction of the cluster's allocatable CPU.
+pub const CPU_ALLOCATION_RATIO: &str = "colocate_cpu_allocation_ratio";
+/// Configured target CPU allocation (fraction of allocatable).
+pub const TARGET_UTILIZATION_RATIO: &str = "colocate_target_utilization_ratio";
+/// Workers of a job bound to nodes and not terminating, label `job`.
+pub const JOB_WORKERS: &str = "colocate_job_workers";
+/// Worker count the controller steers a job to, label `job`.
+pub const JOB_TARGET_WORKERS: &str = "colocate_job_target_workers";
+/// Scale intents decided, label `reason` ([`Reason::as_str`]).
+pub const INTENTS_TOTAL: &str = "colocate_intents_total";
+/// Scale commands sent to masters, labels `outcome` (ok|error) and `error`
+/// ([`MasterError::kind`], `none` for ok).
+pub const ACTUATIONS_TOTAL: &str = "colocate_actuations_total";
+/// Age of the newest sample per `service` and `source` (for example `load`, `latency`).
+pub const SAMPLE_AGE_SECONDS: &str = "colocate_sample_age_seconds";
+/// Samples found too old to use, labels `service` and `source`.
+pub const SAMPLES_STALE_TOTAL: &str = "colocate_samples_stale_total";
+/// Time one decision took (snapshot in, intents out); a histogram.
+pub const DECISION_DURATION_SECONDS: &str = "colocate_decision_duration_seconds";
+/// Watch failures after which a reflector restarted, label `kind` ([`KINDS`]).
+pub const WATCH_RESTARTS_TOTAL: &str = "colocate_watch_restarts_total";
+/// 1 while this replica holds the leader lease, else 0.
+pub const LEADER: &str = "colocate_leader";
+/// 1 once every reflector has listed its objects, else 0.
+pub const REFLECTORS_READY: &str = "colocate_reflectors_ready";
+
+/// Every metric name, in the order of `/metrics`.
+pub const ALL: [&str; 15] = [
+    NODE_RESIDUAL_CAPACITY,
+    CLUSTER_RESIDUAL_CAPACITY,
+    CPU_ALLOCATION_CORES,
+    CPU_ALLOCATION_RATIO,
+    TARGET_UTILIZATION_RATIO,
+    JOB_WORKERS,
+    JOB_TARGET_WORKERS,
+    INTENTS_TOTAL,
+    ACTUATIONS_TOTAL,
+    SAMPLE_AGE_SECONDS,
+    SAMPLES_STALE_TOTAL,
+    DECISION_DURATION_SECONDS,
+    WATCH_RESTARTS_TOTAL,
+    LEADER,
+    REFLECTORS_READY,
+];
+
+/// Values of the `error` label of [`ACTUATIONS_TOTAL`]: `none` for ok, else
+/// [`MasterError::kind`]. Every kind is exported at 0 from the start so alerts see the series.
+pub const ACTUATION_ERROR_KINDS: [&str; 8] = [
+    "unreachable",
+    "timeout",
+    "transport",
+    "unauthorized",
+    "out_of_bounds",
+    "rejected",
+    "server_error",
+    "bad_response",
+];
+
+/// Values of the `class` label of the CPU allocation metrics.
+pub const CPU_CLASSES: [&str; 4] = ["system", "online", "training", "idle"];
+
+/// Upper bounds of the decision duration buckets, in seconds: 100 µs to 1 s.
+pub const DECISION_BUCKETS: [f64; 13] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+type Labels<const N: usize> = [(&'static str, String); N];
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The controller's metrics. Cheap to share (`Arc<Metrics>`); every method takes `&self`.
+pub struct Metrics {
+    registry: Registry,
+    node_capacity: Family<Labels<3>, FloatGauge>,
+    cluster_capacity: Family<Labels<2>, FloatGauge>,
+    cpu_cores: Family<Labels<1>, FloatGauge>,
+    cpu_ratio: Family<Labels<1>, FloatGauge>,
+    target_utilization: FloatGauge,
+    job_workers: Family<Labels<1>, Gauge>,
+    job_target: Family<Labels<1>, Gauge>,
+    intents: Family<Labels<1>, Counter>,
+    actuations: Family<Labels<2>, Counter>,
+    sample_age: Family<Labels<2>, FloatGauge>,
+    samples_stale: Family<Labels<2>, Counter>,
+    decision_duration: Histogram,
+    watch_restarts: Family<Labels<1>, Counter>,
+    leader: Gauge,
+    reflectors_ready: Gauge,
+    /// Label values set by the last decision, so series of nodes and jobs that are gone are
+    /// removed rather than frozen at their last value.
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    nodes: BTreeSet<String>,
+    jobs: BTreeSet<String>,
+}
+
+/// (label value, unit label value, amount) per resource of `r`.
+fn resource_values(r: &Resources) -> [(&'static str, &'static str, f64); 3] {
+    [("cpu", "core", r.cpu_cores()), ("memory", "byte", r.memory_bytes as f64), ("gpu", "device", r.gpu as f64)]
+}
+
+/// Registers `metric` under its exposed `name`: the `_total` a counter's samples get and the
+/// unit suffix are taken off, because the encoder appends them again.
+fn add(registry: &mut Registry, name: &str, help: &str, unit: Option<&str>, metric: impl Metric) {
+    let base = if matches!(metric.metric_type(), MetricType::Counter) {
+        name.strip_suffix("_total").expect("counter names end in _total")
+    } else {
+        name
+    };
+    match unit {
+        Some(u) => {
+            let stem = base.strip_suffix(&format!("_{u}")).expect("the unit is the name's suffix");
+            registry.register_with_unit(stem, help, Unit::Other(u.to_string()), metric)
+        }
+        None => registry.register(base, help, metric),
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let m = Metrics {
+            registry: Registry::default(),
+            node_capacity: Family::default(),
+            cluster_capacity: Family::default(),
+            cpu_cores: Family::default(),
+            cpu_ratio: Family::default(),
+            target_utilization: FloatGauge::default(),
+            job_workers: Family::default(),
+            job_target: Family::default(),
+            intents: Family::default(),
+            actuations: Family::default(),
+            sample_age: Family::default(),
+            samples_stale: Family::default(),
+            decision_duration: Histogram::new(DECISION_BUCKETS),
+            watch_restarts: Family::default(),
+            leader: Gauge::default(),
+            reflectors_ready: Gauge::default(),
+            seen: Mutex::new(Seen::default()),
+        };
+        // Series alerts rely on exist at 0 before anything happens.
+        for reason in Reason::ALL {
+            let _ = m.intents.get_or_create(&[("reason", reason.as_str().to_string())]);
+        }
+        let _ = m.actuations.get_or_create(&[("outcome", "ok".to_string()), ("error", "none".to_string())]);
+        for kind in ACTUATION_ERROR_KINDS {
+            let _ = m.actuations.get_or_create(&[("outcome", "error".to_string()), ("error", kind.to_string())]);
+        }
+        for kind in KINDS {
+            let _ = m.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
+        }
+        m.register_all()
+    }
+
+    fn register_all(mut self) -> Metrics {
+        let r = &mut self.registry;
+        add(
+            r,
+            NODE_RESIDUAL_CAPACITY,
+            "Room left for training on a node after system and online pods, online reservations and the \
+             safety margin, as of the last decision; cpu in cores, memory in bytes, gpu in devices",
+            None,
+            self.node_capacity.clone(),
+        );
+        add(
+            r,
+            CLUSTER_RESIDUAL_CAPACITY,
+            "Room left for training summed over all nodes, as of the last decision; cpu in cores, memory \
+             in bytes, gpu in devices",
+            None,
+            self.cluster_capacity.clone(),
+        );
+        add(
+            r,
+            CPU_ALLOCATION_CORES,
+            "CPU requested by pods bound to nodes, by class (system, online, training); idle is allocatable \
+             CPU nobody requests",
+            Some("cores"),
+            self.cpu_cores.clone(),
+        );
+        add(
+            r,
+            CPU_ALLOCATION_RATIO,
+            "CPU requested by pods bound to nodes, by class, as a fraction of the cluster's allocatable CPU",
+            Some("ratio"),
+            self.cpu_ratio.clone(),
+        );
+        add(
+            r,
+            TARGET_UTILIZATION_RATIO,
+            "Cluster CPU allocation (system + online + training over allocatable) the controller aims for",
+            Some("ratio"),
+            self.target_utilization.clone(),
+        );
+        add(
+            r,
+            JOB_WORKERS,
+            "Workers of an elastic job bound to a node and not terminating",
+            None,
+            self.job_workers.clone(),
+        );
+        add(
+            r,
+            JOB_TARGET_WORKERS,
+            "Worker count the controller steers an elastic job to (its last intent, or the master's target)",
+            None,
+            self.job_target.clone(),
+        );
+        add(r, INTENTS_TOTAL, "Scale intents decided, by reason", None, self.intents.clone());
+        add(
+            r,
+            ACTUATIONS_TOTAL,
+            "Scale commands sent to job masters, by outcome and, for failures, the kind of error",
+            None,
+            self.actuations.clone(),
+        );
+        add(
+            r,
+            SAMPLE_AGE_SECONDS,
+            "Age of the newest sample of a service's load or latency when last read",
+            Some("seconds"),
+            self.sample_age.clone(),
+        );
+        add(
+            r,
+            SAMPLES_STALE_TOTAL,
+            "Samples too old to use (the controller then assumes the worst for that service)",
+            None,
+            self.samples_stale.clone(),
+        );
+        add(
+            r,
+            DECISION_DURATION_SECONDS,
+            "Time one decision took, from snapshot to intents",
+            Some("seconds"),
+            self.decision_duration.clone(),
+        );
+        add(
+            r,
+            WATCH_RESTARTS_TOTAL,
+            "Watch failures after which a reflector restarted, by object kind",
+            None,
+            self.watch_restarts.clone(),
+        );
+        add(r, LEADER, "1 while this replica holds the leader lease, else 0", None, self.leader.clone());
+        add(
+            r,
+            REFLECTORS_READY,
+            "1 once every reflector has listed its objects (decisions are made only then), else 0",
+            None,
+            self.reflectors_ready.clone(),
+        );
+        self
+    }
+
+    /// The metrics in the OpenMetrics text format, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String does not fail");
+        out
+    }
+
+    /// Records one decision made on `snap` in `took`: residual capacity per node and cluster,
+    /// CPU allocation by class, per-job workers and targets, intents by reason, and the
+    /// decision duration. Nodes and jobs no longer in the snapshot lose their series.
+    pub fn observe_decision(&self, decision: &Decision, snap: &Snapshot, took: Duration) {
+        self.decision_duration.observe(took.as_secs_f64());
+        for intent in &decision.intents {
+            self.intents.get_or_create(&[("reason", intent.reason.as_str().to_string())]).inc();
+        }
+
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+
+        let nodes: BTreeSet<String> = decision.nodes.iter().map(|n| n.node.clone()).collect();
+        for gone in seen.nodes.difference(&nodes) {
+            for (resource, unit, _) in resource_values(&Resources::ZERO) {
+                self.node_capacity.remove(&[
+                    ("node", gone.clone()),
+                    ("resource", resource.to_string()),
+                    ("unit", unit.to_string()),
+                ]);
+            }
+        }
+        for n in &decision.nodes {
+            for (resource, unit, v) in resource_values(&n.training_room.clamp_non_negative()) {
+                self.node_capacity
+                    .get_or_create(&[
+                        ("node", n.node.clone()),
+                        ("resource", resource.to_string()),
+                        ("unit", unit.to_string()),
+                    ])
+                    .set(v);
+            }
+        }
+        seen.nodes = nodes;
+        for (resource, unit, v) in resource_values(&decision.training_room()) {
+            self.cluster_capacity
+                .get_or_create(&[("resource", resource.to_string()), ("unit", unit.to_string())])
+                .set(v);
+        }
+
+        let alloc = cpu_allocation(snap);
+        let allocatable: i64 = snap.nodes.iter().map(|n| n.allocatable.cpu_milli).sum();
+        for (class, milli) in CPU_CLASSES.iter().zip(alloc) {
+            let label = [("class", class.to_string())];
+            self.cpu_cores.get_or_create(&label).set(milli as f64 / 1000.0);
+            let ratio = if allocatable > 0 { milli as f64 / allocatable as f64 } else { 0.0 };
+            self.cpu_ratio.get_or_create(&label).set(ratio);
+        }
+
+        let jobs: BTreeSet<String> = snap.jobs.iter().map(|j| j.name.clone()).collect();
+        for gone in seen.jobs.difference(&jobs) {
+            self.job_workers.remove(&[("job", gone.clone())]);
+            self.job_target.remove(&[("job", gone.clone())]);
+        }
+        for job in &snap.jobs {
+            let running = snap
+                .pods
+                .iter()
+                .filter(|p| p.node.is_some() && !p.terminating)
+                .filter(|p| matches!(&p.class, PodClass::Worker { job: j } if *j == job.name))
+                .count();
+            let target = decision.intents.iter().find(|i| i.job == job.name).map_or(job.target_workers, |i| i.target);
+            let label = [("job", job.name.clone())];
+            self.job_workers.get_or_create(&label).set(running as i64);
+            self.job_target.get_or_create(&label).set(i64::from(target));
+        }
+        seen.jobs = jobs;
+    }
+
+    /// Counts one scale command sent to a master by its outcome.
+    pub fn record_actuation<T>(&self, result: &Result<T, MasterError>) {
+        let labels = match result {
+            Ok(_) => [("outcome", "ok".to_string()), ("error", "none".to_string())],
+            Err(e) => [("outcome", "error".to_string()), ("error", e.kind().to_string())],
+        };
+        self.actuations.get_or_create(&labels).inc();
+    }
+
+    pub fn set_target_utilization(&self, fraction: f64) {
+        self.target_utilization.set(fraction);
+    }
+
+    /// Age of the newest `source` sample (`load`, `latency`, ...) of `service` when last read.
+    pub fn set_sample_age(&self, service: &str, source: &str, age: Duration) {
+        self.sample_age
+            .get_or_create(&[("service", service.to_string()), ("source", source.to_string())])
+            .set(age.as_secs_f64());
+    }
+
+    /// Counts a sample of `service` from `source` found too old to use.
+    pub fn record_stale_sample(&self, service: &str, source: &str) {
+        self.samples_stale.get_or_create(&[("service", service.to_string()), ("source", source.to_string())]).inc();
+    }
+
+    /// Drops the sample series of a service that no longer exists.
+    pub fn forget_service(&self, service: &str, source: &str) {
+        let labels = [("service", service.to_string()), ("source", source.to_string())];
+        self.sample_age.remove(&labels);
+        self.samples_stale.remove(&labels);
+    }
+
+    /// Counts one restart of the watch of `kind` (one of [`KINDS`]).
+    pub fn record_watch_restart(&self, kind: &str) {
+        self.watch_restarts.get_or_create(&[("kind", kind.to_string())]).inc();
+    }
+
+    /// Brings the restart counters up to the reflectors' own counts (call before encoding).
+    pub fn sync_watch_stats(&self, stats: &WatchStats) {
+        for (kind, count) in KINDS.iter().zip(&stats.restarts) {
+            let counter = self.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
+            let have = counter.get();
+            let now = count.load(std::sync::atomic::Ordering::Relaxed);
+            if now > have {
+                counter.inc_by(now - have);
+            }
+        }
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    pub fn set_reflectors_ready(&self, ready: bool) {
+        self.reflectors_ready.set(i64::from(ready));
+    }
+}
+
+/// CPU millicores by [`CPU_CLASSES`]: requests of pods bound to a node (terminating pods still
+/// hold theirs), masters counted as training; idle is what is left of allocatable.
+fn cpu_allocation(snap: &Snapshot) -> [i64; 4] {
+    let (mut system, mut online, mut training) = (0, 0, 0);
+    for pod in snap.pods.iter().filter(|p| p.node.is_some()) {
+        let slot = match pod.class {
+            PodClass::System => &mut system,
+            PodClass::Online { .. } => &mut online,
+            PodClass::Worker { .. } | PodClass::Master { .. } => &mut training,
+        };
+        *slot += pod.requests.cpu_milli;
+    }
+    let allocatable: i64 = snap.nodes.iter().map(|n| n.allocatable.cpu_milli).sum();
+    [system, online, training, (allocatable - system - online - training).max(0)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{Config, Core, Job, Node, Pod};
+
+    const GI: i64 = 1 << 30;
+
+    fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
+        Pod {
+            name: name.into(),
+            class,
+            node: node.map(Into::into),
+            requests: Resources::new(cpu, GI, 0),
+            ready: true,
+            terminating: false,
+        }
+    }
+
+    /// n1 (8 cores, 32 GiB): a 500m daemon, one 2-core nginx replica, job `a` with 2 workers of
+    /// 1 core bound and a master of 250m; job `a` may grow to 6.
+    fn snapshot(node: &str) -> Snapshot {
+        let worker = |i: u32| pod(&format!("a-{i}"), PodClass::Worker { job: "a".into() }, Some(node), 1000);
+        Snapshot {
+            now: Duration::from_secs(100),
+            nodes: vec![Node { name: node.into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true }],
+            pods: vec![
+                pod("ds", PodClass::System, Some(node), 500),
+                pod("nginx-0", PodClass::Online { service: "nginx".into() }, Some(node), 2000),
+                pod("a-master", PodClass::Master { job: "a".into() }, Some(node), 250),
+                worker(0),
+                worker(1),
+                // Still waiting for the scheduler: holds no CPU yet.
+                pod("nginx-1", PodClass::Online { service: "nginx".into() }, None, 2000),
+            ],
+            services: vec![],
+            jobs: vec![Job {
+                name: "a".into(),
+                priority: 0,
+                weight: 1.0,
+                worker: Resources::new(1000, GI, 0),
+                min_workers: 1,
+                max_workers: 6,
+                target_workers: 2,
+                rescaling: false,
+                rescale_cost: Duration::ZERO,
+            }],
+        }
+    }
+
+    fn eager() -> Core {
+        Core::new(Config { grow_stabilization: Duration::ZERO, safety_margin: 0.0, ..Config::default() })
+    }
+
+    #[track_caller]
+    fn assert_sample(text: &str, sample: &str) {
+        assert!(text.lines().any(|l| l == sample), "no line `{sample}` in:\n{text}");
+    }
+
+    #[test]
+    fn decision_sets_capacity_allocation_jobs_and_intents() {
+        let snap = snapshot("n1");
+        let decision = eager().decide(&snap);
+        let grow = decision.intents.iter().find(|i| i.job == "a").expect("job a grows into spare room");
+        assert_eq!(grow.reason, Reason::Grow);
+        let room = decision.nodes[0].training_room;
+
+        let m = Metrics::new();
+        m.observe_decision(&decision, &snap, Duration::from_micros(300));
+        let text = m.encode();
+
+        assert_sample(
+            &text,
+            &format!(
+                "{NODE_RESIDUAL_CAPACITY}{{node=\"n1\",resource=\"cpu\",unit=\"core\"}} {}",
+                fmt(room.cpu_cores())
+            ),
+        );
+        assert_sample(
+            &text,
+            &format!(
+                "{NODE_RESIDUAL_CAPACITY}{{node=\"n1\",resource=\"memory\",unit=\"byte\"}} {}",
+                fmt(room.memory_bytes as f64)
+            ),
+        );
+        assert_sample(
+            &text,
+            &format!("{CLUSTER_RESIDUAL_CAPACITY}{{resource=\"cpu\",unit=\"core\"}} {}", fmt(room.cpu_cores())),
+        );
+        assert!(room.cpu_milli > 0, "room {room}");
+
+        assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"system\"}} 0.5"));
+        assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"online\"}} 2.0"));
+        assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"training\"}} 2.25"));
+        assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"idle\"}} 3.25"));
+        assert_sample(&text, &format!("{CPU_ALLOCATION_RATIO}{{class=\"online\"}} 0.25"));
+
+        assert_sample(&text, &format!("{JOB_WORKERS}{{job=\"a\"}} 2"));
+        assert_sample(&text, &format!("{JOB_TARGET_WORKERS}{{job=\"a\"}} {}", grow.target));
+        assert!(grow.target > 2);
+
+        assert_sample(&text, &format!("{INTENTS_TOTAL}{{reason=\"grow\"}} 1"));
+        assert_sample(&text, &format!("{INTENTS_TOTAL}{{reason=\"online-headroom\"}} 0"));
+        assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_count 1"));
+        assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_bucket{{le=\"0.00025\"}} 0"));
+        assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_bucket{{le=\"0.0005\"}} 1"));
+        assert!(text.contains(&format!("# UNIT {DECISION_DURATION_SECONDS} seconds")), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    fn fmt(v: f64) -> String {
+        let mut s = format!("{v}");
+        if !s.contains(['.', 'e']) {
+            s.push_str(".0");
+        }
+        s
+    }
+
+    #[test]
+    fn series_of_vanished_nodes_and_jobs_are_removed() {
+        let m = Metrics::new();
+        let mut core = eager();
+        let first = snapshot("n1");
+        m.observe_decision(&core.decide(&first), &first, Duration::from_millis(1));
+        let mut second = snapshot("n2");
+        second.jobs.clear();
+        m.observe_decision(&core.decide(&second), &second, Duration::from_millis(1));
+        let text = m.encode();
+        assert!(!text.contains("node=\"n1\""), "{text}");
+        assert!(text.contains("node=\"n2\""), "{text}");
+        assert!(!text.contains("job=\"a\""), "{text}");
+    }
+
+    #[test]
+    fn actuations_count_by_outcome_and_error_kind() {
+        let m = Metrics::new();
+        m.record_actuation::<()>(&Ok(()));
+        m.record_actuation::<()>(&Ok(()));
+        m.record_actuation::<()>(&Err(MasterError::Timeout { attempts: 3, timeout: Duration::from_secs(5) }));
+        let text = m.encode();
+        assert_sample(&text, &format!("{ACTUATIONS_TOTAL}{{outcome=\"ok\",error=\"none\"}} 2"));
+        assert_sample(&text, &format!("{ACTUATIONS_TOTAL}{{outcome=\"error\",error=\"timeout\"}} 1"));
+        assert_sample(&text, &format!("{ACTUATIONS_TOTAL}{{outcome=\"error\",error=\"rejected\"}} 0"));
+    }
+
+    #[test]
+    fn error_kind_list_matches_the_master_client() {
+        let s = String::new;
+        let errors = [
+            MasterError::Unreachable { attempts: 1, message: s() },
+            MasterError::Timeout { attempts: 1, timeout: Duration::ZERO },
+            MasterError::Transport { attempts: 1, message: s() },
+            MasterError::Unauthorized { status: 401, message: s() },
+            MasterError::OutOfBounds { min: 1, max: 2, message: s() },
+            MasterError::Rejected { status: 400, message: s() },
+            MasterError::ServerError { status: 500, attempts: 1, message: s() },
+            MasterError::BadResponse { message: s() },
+        ];
+        let kinds: Vec<&str> = errors.iter().map(MasterError::kind).collect();
+        assert_eq!(kinds, ACTUATION_ERROR_KINDS);
+    }
+
+    #[test]
+    fn gauges_counters_and_watch_stats() {
+        let m = Metrics::new();
+        m.set_leader(true);
+        m.set_reflectors_ready(true);
+        m.set_target_utilization(0.9);
+        m.set_sample_age("nginx", "latency", Duration::from_millis(1500));
+        m.record_stale_sample("nginx", "load");
+        m.record_watch_restart("pods");
+        let stats = WatchStats::default();
+        stats.restarts[1].store(3, std::sync::atomic::Ordering::Relaxed);
+        stats.restarts[0].store(2, std::sync::atomic::Ordering::Relaxed);
+        m.sync_watch_stats(&stats);
+        m.sync_watch_stats(&stats);
+        let text = m.encode();
+        assert_sample(&text, &format!("{LEADER} 1"));
+        assert_sample(&text, &format!("{REFLECTORS_READY} 1"));
+        assert_sample(&text, &format!("{TARGET_UTILIZATION_RATIO} 0.9"));
+        assert_sample(&text, &format!("{SAMPLE_AGE_SECONDS}{{service=\"nginx\",source=\"latency\"}} 1.5"));
+        assert_sample(&text, &format!("{SAMPLES_STALE_TOTAL}{{service=\"nginx\",source=\"load\"}} 1"));
+        assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"pods\"}} 3"));
+        assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"nodes\"}} 2"));
+        assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"services\"}} 0"));
+        m.set_leader(false);
+        assert_sample(&m.encode(), &format!("{LEADER} 0"));
+        m.forget_service("nginx", "latency");
+        assert!(!m.encode().contains("source=\"latency\""));
+    }
+
+    #[test]
+    fn every_name_is_a_family_with_help_once_recorded() {
+        let m = Metrics::new();
+        let snap = snapshot("n1");
+        m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
+        m.set_sample_age("nginx", "load", Duration::from_secs(2));
+        m.record_stale_sample("nginx", "load");
+        let text = m.encode();
+        for name in ALL {
+            let family = name.strip_suffix("_total").unwrap_or(name);
+            assert!(text.contains(&format!("# TYPE {family} ")), "no TYPE for {name}:\n{text}");
+            let help = text.lines().find(|l| l.starts_with(&format!("# HELP {family} "))).expect("HELP line");
+            assert!(help.len() > format!("# HELP {family} ").len() + 20, "short help: {help}");
+        }
+    }
+}
