@@ -80,24 +80,10 @@ pub fn p99_seconds(spec: &ServiceSpec, rho: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::scenario::Scenario;
-    use std::path::Path;
 
+    /// The same service as the sim model tests use (min 2, max 50, 50% target, 100 rps each).
     fn spec() -> ServiceSpec {
-        let yaml = r#"
-version: 1
-name: t
-duration: 1m
-cluster: {nodes: [{pool: a, count: 1, allocatable: {cpu: "64", memory: 64Gi}}]}
-services:
-  - name: web
-    replica: {cpu: "1", memory: 1Gi}
-    replica_capacity_rps: 100
-    latency: {base_p99: 20ms, slo_p99: 250ms}
-    hpa: {min_replicas: 2, max_replicas: 50, target_utilization: 0.5}
-    load: {constant: 100}
-"#;
-        Scenario::parse(Path::new("t.yaml"), yaml).unwrap().spec.services.remove(0)
+        crate::sim::tests::service_spec()
     }
 
     #[test]

@@ -434,7 +434,7 @@ fn completion_time_is_interpolated_inside_the_step() {
 // ---------------------------------------------------------------------------------------------
 
 /// min 2, max 50, 50% target, 100 rps per replica (a replica's worth of load is 100 rps).
-fn service_spec() -> ServiceSpec {
+pub(super) fn service_spec() -> ServiceSpec {
     let yaml = r#"
 version: 1
 name: t

@@ -7,7 +7,6 @@
 //! applied before its answer was lost is not applied twice. Errors come as [`MasterError`],
 //! whose [`kind`](MasterError::kind) labels metrics.
 
-use std::error::Error as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -288,14 +287,5 @@ fn error_message(body: &[u8]) -> String {
 
 /// An error with its causes (reqwest's own message only says which URL failed).
 fn chain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
+    super::error_chain(e)
 }

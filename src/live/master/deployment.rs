@@ -22,7 +22,6 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::error::Error as _;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -171,14 +170,5 @@ fn describe(e: &kube::Error) -> String {
     if let kube::Error::Api(s) = e {
         return format!("{} ({} {})", s.message, s.code, s.reason);
     }
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
+    super::error_chain(e)
 }
