@@ -80,6 +80,14 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
         }
     }
 
+    // Service selectors grouped once by namespace: a selector only applies in its namespace,
+    // and there are far more pods than services.
+    let mut by_namespace: BTreeMap<&str, Vec<(String, LabelSelector)>> = BTreeMap::new();
+    for s in inputs.services {
+        if let Some(sel) = &s.selector {
+            by_namespace.entry(s.namespace.as_str()).or_default().push((s.key(), sel.clone()));
+        }
+    }
     let mut replica: BTreeMap<String, Resources> = BTreeMap::new();
     let mut pods = Vec::with_capacity(inputs.pods.len());
     for p in inputs.pods {
@@ -94,7 +102,8 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
                 continue;
             }
         };
-        let class = pod_class(p, &namespace, inputs.services, &managed);
+        let selectors = by_namespace.get(namespace.as_str()).map_or(&[][..], Vec::as_slice);
+        let class = pod_class(p, &namespace, selectors, &managed);
         if let PodClass::Online { service } = &class {
             replica.entry(service.clone()).or_insert(requests);
         }
@@ -148,15 +157,10 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
 fn pod_class(
     p: &KubePod,
     namespace: &str,
-    services: &[OnlineService],
+    selectors: &[(String, LabelSelector)],
     managed: &BTreeMap<String, &JobSource>,
 ) -> PodClass {
-    let selectors: Vec<(String, LabelSelector)> = services
-        .iter()
-        .filter(|s| s.namespace == namespace)
-        .filter_map(|s| s.selector.clone().map(|sel| (s.key(), sel)))
-        .collect();
-    match translate::classify(p, &selectors) {
+    match translate::classify(p, selectors) {
         PodClass::Worker { job } => {
             let key = format!("{namespace}/{job}");
             if managed.contains_key(&key) {
