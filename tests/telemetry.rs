@@ -145,6 +145,16 @@ async fn metrics_carry_every_named_metric_after_one_decision() {
     s.metrics.record_stale_sample("nginx", "latency");
     s.metrics.record_watch_restart("pods");
     s.metrics.set_leader(true);
+    s.metrics.set_master_up("ml/a", true);
+    s.metrics.record_forced_preemptions("ml/a", 2);
+    s.metrics.record_decision();
+    s.metrics.set_service_reading(
+        "web/nginx",
+        Some(120.5),
+        Some(Duration::from_millis(80)),
+        Some(Duration::from_millis(250)),
+    );
+    s.metrics.record_sample_error("web/nginx", "load");
     s.health.set_synced();
 
     let (status, ctype, text) = get(&format!("{}/metrics", s.base)).await;
@@ -179,4 +189,7 @@ async fn metrics_carry_every_named_metric_after_one_decision() {
     has(format!("{}{{job=\"a\"}} 2", metrics::JOB_WORKERS));
     has(format!("{}{{class=\"training\"}} 2.0", metrics::CPU_ALLOCATION_CORES));
     has(format!("{}_count 1", metrics::DECISION_DURATION_SECONDS));
+    has(format!("{}_total{{job=\"ml/a\"}} 2", metrics::FORCED_PREEMPTIONS_TOTAL.trim_end_matches("_total")));
+    has(format!("{}{{service=\"web/nginx\"}} 0.25", metrics::SERVICE_SLO_P99_SECONDS));
+    has(format!("{}{{service=\"web/nginx\"}} 120.5", metrics::SERVICE_LOAD));
 }

@@ -55,9 +55,28 @@ pub const WATCH_RESTARTS_TOTAL: &str = "colocate_watch_restarts_total";
 pub const LEADER: &str = "colocate_leader";
 /// 1 once every reflector has listed its objects, else 0.
 pub const REFLECTORS_READY: &str = "colocate_reflectors_ready";
+/// Floor of an elastic job (`workers.min`, or its override), label `job`.
+pub const JOB_MIN_WORKERS: &str = "colocate_job_min_workers";
+/// 1 while a job's master (or adapter) answered its last status request, else 0, label `job`.
+pub const JOB_MASTER_UP: &str = "colocate_job_master_up";
+/// Worker pods the controller deleted itself because a master missed a shrink deadline,
+/// label `job`.
+pub const FORCED_PREEMPTIONS_TOTAL: &str = "colocate_forced_preemptions_total";
+/// Decisions made (one per debounced watch event or tick, leader or not).
+pub const DECISIONS_TOTAL: &str = "colocate_decisions_total";
+/// A service's load as last sampled (requests per second, or whatever its query measures),
+/// label `service`.
+pub const SERVICE_LOAD: &str = "colocate_service_load";
+/// A service's p99 latency as last sampled, label `service`.
+pub const SERVICE_LATENCY_P99_SECONDS: &str = "colocate_service_latency_p99_seconds";
+/// A service's configured p99 latency objective, label `service`.
+pub const SERVICE_SLO_P99_SECONDS: &str = "colocate_service_slo_p99_seconds";
+/// Sampling attempts that failed (query error, unreachable endpoint, unparsable or missing
+/// metric), labels `service` and `source`.
+pub const SAMPLE_ERRORS_TOTAL: &str = "colocate_sample_errors_total";
 
 /// Every metric name, in the order of `/metrics`.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 23] = [
     NODE_RESIDUAL_CAPACITY,
     CLUSTER_RESIDUAL_CAPACITY,
     CPU_ALLOCATION_CORES,
@@ -73,6 +92,14 @@ pub const ALL: [&str; 15] = [
     WATCH_RESTARTS_TOTAL,
     LEADER,
     REFLECTORS_READY,
+    JOB_MIN_WORKERS,
+    JOB_MASTER_UP,
+    FORCED_PREEMPTIONS_TOTAL,
+    DECISIONS_TOTAL,
+    SERVICE_LOAD,
+    SERVICE_LATENCY_P99_SECONDS,
+    SERVICE_SLO_P99_SECONDS,
+    SAMPLE_ERRORS_TOTAL,
 ];
 
 /// Values of the `error` label of [`ACTUATIONS_TOTAL`]: `none` for ok, else
@@ -116,6 +143,14 @@ pub struct Metrics {
     watch_restarts: Family<Labels<1>, Counter>,
     leader: Gauge,
     reflectors_ready: Gauge,
+    job_min: Family<Labels<1>, Gauge>,
+    master_up: Family<Labels<1>, Gauge>,
+    forced: Family<Labels<1>, Counter>,
+    decisions: Counter,
+    service_load: Family<Labels<1>, FloatGauge>,
+    service_p99: Family<Labels<1>, FloatGauge>,
+    service_slo: Family<Labels<1>, FloatGauge>,
+    sample_errors: Family<Labels<2>, Counter>,
     /// Label values set by the last decision, so series of nodes and jobs that are gone are
     /// removed rather than frozen at their last value.
     seen: Mutex<Seen>,
@@ -174,6 +209,14 @@ impl Metrics {
             watch_restarts: Family::default(),
             leader: Gauge::default(),
             reflectors_ready: Gauge::default(),
+            job_min: Family::default(),
+            master_up: Family::default(),
+            forced: Family::default(),
+            decisions: Counter::default(),
+            service_load: Family::default(),
+            service_p99: Family::default(),
+            service_slo: Family::default(),
+            sample_errors: Family::default(),
             seen: Mutex::new(Seen::default()),
         };
         // Series alerts rely on exist at 0 before anything happens.
@@ -288,6 +331,50 @@ impl Metrics {
             None,
             self.reflectors_ready.clone(),
         );
+        add(r, JOB_MIN_WORKERS, "Floor of an elastic job: it is never shrunk below this", None, self.job_min.clone());
+        add(
+            r,
+            JOB_MASTER_UP,
+            "1 while a job's master (or Kubernetes adapter) answered its last status request, else 0",
+            None,
+            self.master_up.clone(),
+        );
+        add(
+            r,
+            FORCED_PREEMPTIONS_TOTAL,
+            "Worker pods the controller deleted itself because the job's master missed a shrink deadline",
+            None,
+            self.forced.clone(),
+        );
+        add(r, DECISIONS_TOTAL, "Decisions made, on watch events (debounced) and ticks", None, self.decisions.clone());
+        add(
+            r,
+            SERVICE_LOAD,
+            "A service's load as last sampled (the unit of its configured query, usually requests per second)",
+            None,
+            self.service_load.clone(),
+        );
+        add(
+            r,
+            SERVICE_LATENCY_P99_SECONDS,
+            "A service's p99 latency as last sampled",
+            Some("seconds"),
+            self.service_p99.clone(),
+        );
+        add(
+            r,
+            SERVICE_SLO_P99_SECONDS,
+            "A service's p99 latency objective, from the configuration",
+            Some("seconds"),
+            self.service_slo.clone(),
+        );
+        add(
+            r,
+            SAMPLE_ERRORS_TOTAL,
+            "Sampling attempts that failed: query error, endpoint unreachable, metric missing or unparsable",
+            None,
+            self.sample_errors.clone(),
+        );
         self
     }
 
@@ -350,6 +437,7 @@ impl Metrics {
         for gone in seen.jobs.difference(&jobs) {
             self.job_workers.remove(&[("job", gone.clone())]);
             self.job_target.remove(&[("job", gone.clone())]);
+            self.job_min.remove(&[("job", gone.clone())]);
         }
         for job in &snap.jobs {
             let running = snap
@@ -362,6 +450,7 @@ impl Metrics {
             let label = [("job", job.name.clone())];
             self.job_workers.get_or_create(&label).set(running as i64);
             self.job_target.get_or_create(&label).set(i64::from(target));
+            self.job_min.get_or_create(&label).set(i64::from(job.min_workers));
         }
         seen.jobs = jobs;
     }
@@ -413,6 +502,66 @@ impl Metrics {
                 counter.inc_by(now - have);
             }
         }
+    }
+
+    /// Whether `job`'s master answered its last status request.
+    pub fn set_master_up(&self, job: &str, up: bool) {
+        self.master_up.get_or_create(&[("job", job.to_string())]).set(i64::from(up));
+    }
+
+    /// Drops the series of a job that is no longer discovered.
+    pub fn forget_job(&self, job: &str) {
+        self.master_up.remove(&[("job", job.to_string())]);
+    }
+
+    /// Counts `pods` worker pods of `job` deleted by the controller past a deadline.
+    pub fn record_forced_preemptions(&self, job: &str, pods: u64) {
+        self.forced.get_or_create(&[("job", job.to_string())]).inc_by(pods);
+    }
+
+    pub fn record_decision(&self) {
+        self.decisions.inc();
+    }
+
+    /// The last sampled load and p99 of `service`, and its SLO; `None` removes the series (no
+    /// such source, or the sample is stale).
+    pub fn set_service_reading(
+        &self,
+        service: &str,
+        load: Option<f64>,
+        p99: Option<Duration>,
+        slo: Option<Duration>,
+    ) {
+        let label = [("service", service.to_string())];
+        match load {
+            Some(v) => {
+                self.service_load.get_or_create(&label).set(v);
+            }
+            None => {
+                self.service_load.remove(&label);
+            }
+        }
+        match p99 {
+            Some(v) => {
+                self.service_p99.get_or_create(&label).set(v.as_secs_f64());
+            }
+            None => {
+                self.service_p99.remove(&label);
+            }
+        }
+        match slo {
+            Some(v) => {
+                self.service_slo.get_or_create(&label).set(v.as_secs_f64());
+            }
+            None => {
+                self.service_slo.remove(&label);
+            }
+        }
+    }
+
+    /// Counts one failed sampling attempt of `service` from `source` (`load`, `latency`).
+    pub fn record_sample_error(&self, service: &str, source: &str) {
+        self.sample_errors.get_or_create(&[("service", service.to_string()), ("source", source.to_string())]).inc();
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -637,6 +786,11 @@ mod tests {
         m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
         m.set_sample_age("nginx", "load", Duration::from_secs(2));
         m.record_stale_sample("nginx", "load");
+        m.set_master_up("ml/a", false);
+        m.record_forced_preemptions("ml/a", 1);
+        m.record_decision();
+        m.set_service_reading("web/nginx", Some(1.0), Some(Duration::from_millis(5)), Some(Duration::from_millis(9)));
+        m.record_sample_error("web/nginx", "latency");
         let text = m.encode();
         for name in ALL {
             let family = name.strip_suffix("_total").unwrap_or(name);
