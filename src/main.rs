@@ -32,6 +32,17 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Run(flags) => match cli::run::run(&flags) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e @ cli::run::RunError::Config(_)) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+            Err(e @ cli::run::RunError::Runtime(_)) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::ExampleMaster(args) => match cli::example_master::run(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e @ cli::example_master::ExampleMasterError::Config(_)) => {

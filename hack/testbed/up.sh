@@ -18,6 +18,8 @@
 #
 # Binaries come from hack/testbed/build.sh (cached; instant when built), or
 # from $TESTBED_BIN if set.  Ports are picked at random among free ones.
+# TESTBED_KCM_CONTROLLERS: its --controllers (default "*"; tests that play the HPA
+#   controller themselves pass "*,-horizontalpodautoscaling").
 # TESTBED_WITH_KCM=1 also starts kube-controller-manager (Deployments, Jobs,
 # GC, namespace deletion, default ServiceAccounts); without it the
 # ServiceAccount and TaintNodesByCondition admission plugins are disabled
@@ -194,6 +196,7 @@ if [[ $WITH_KCM == 1 ]]; then
     --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
     --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \
     --leader-elect=false \
+    --controllers="${TESTBED_KCM_CONTROLLERS:-*}" \
     --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
     --service-cluster-ip-range=10.96.0.0/16 \
     --cert-dir="$DIR/pki/kcm-certs" --v=1

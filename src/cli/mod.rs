@@ -1,7 +1,9 @@
 //! Command-line wiring: clap definitions and the commands they run.
 
 pub mod example_master;
+pub mod logging;
 pub mod replay;
+pub mod run;
 
 use std::path::PathBuf;
 
@@ -19,6 +21,8 @@ pub struct Cli {
 pub enum Command {
     /// Replay load-spike scenarios against a simulated cluster and compare policies side by side.
     Replay(replay::ReplayArgs),
+    /// Run the controller against the cluster of the in-cluster config or KUBECONFIG.
+    Run(colocate::live::config::RunFlags),
     /// Validate a controller configuration file and print the effective settings.
     CheckConfig {
         /// YAML file with `controller:`, `run:` and `services:` blocks.

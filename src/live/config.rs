@@ -44,6 +44,12 @@ pub struct RunFlags {
     /// File holding the bearer token sent to job masters.
     #[arg(long, env = "COLOCATE_MASTER_TOKEN_FILE", value_name = "FILE")]
     pub master_token_file: Option<PathBuf>,
+    /// Leader Lease duration: a follower takes over at most this long after the leader died.
+    #[arg(long, env = "COLOCATE_LEASE_DURATION", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub lease_duration: Option<Duration>,
+    /// How often every job's master is asked for its status.
+    #[arg(long, env = "COLOCATE_STATUS_INTERVAL", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub status_interval: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -82,6 +88,12 @@ pub struct RunFile {
     /// Samples older than this count as missing (latency unknown: no growth on its nodes).
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_stale_after: Option<Duration>,
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub sample_interval: Option<Duration>,
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub lease_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub status_interval: Option<Duration>,
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -157,6 +169,10 @@ pub struct RunConfig {
     pub prometheus_url: Option<String>,
     pub master_token_file: Option<PathBuf>,
     pub sample_stale_after: Duration,
+    /// How often services' load and latency are sampled.
+    pub sample_interval: Duration,
+    pub lease_duration: Duration,
+    pub status_interval: Duration,
     pub services: Vec<ServiceSource>,
 }
 
@@ -190,8 +206,29 @@ impl RunConfig {
             prometheus_url: flags.prometheus_url.clone().or_else(|| run.prometheus_url.clone()),
             master_token_file: flags.master_token_file.clone().or_else(|| run.master_token_file.clone()),
             sample_stale_after: run.sample_stale_after.unwrap_or(Duration::from_secs(60)),
+            sample_interval: run.sample_interval.unwrap_or(Duration::from_secs(5)),
+            lease_duration: flags.lease_duration.or(run.lease_duration).unwrap_or(Duration::from_secs(15)),
+            status_interval: flags.status_interval.or(run.status_interval).unwrap_or(Duration::from_secs(5)),
             services: file.services.clone(),
         };
+        for (key, value) in [
+            ("run.sample_interval", config.sample_interval),
+            ("run.status_interval", config.status_interval),
+            ("run.sample_stale_after", config.sample_stale_after),
+        ] {
+            if value.is_zero() {
+                return Err(invalid(key, "must be longer than 0s".into()));
+            }
+        }
+        if config.sample_stale_after <= config.sample_interval {
+            return Err(invalid(
+                "run.sample_stale_after",
+                format!("must be longer than run.sample_interval ({:?})", config.sample_interval),
+            ));
+        }
+        if config.lease_duration < Duration::from_secs(3) {
+            return Err(invalid("run.lease_duration", "must be at least 3s".into()));
+        }
         if config.tick.is_zero() {
             return Err(invalid("run.tick", "must be longer than 0s".into()));
         }
@@ -223,6 +260,14 @@ impl RunConfig {
             }
             if s.latency_p99.is_some() && s.slo_p99.is_none() {
                 return Err(invalid(&at("slo_p99"), "a latency_p99 source needs the SLO to compare it with".into()));
+            }
+            if s.slo_p99.is_some() && s.latency_p99.is_none() {
+                // Without a latency source the p99 is never known, and unknown latency holds
+                // all growth on the service's nodes for good.
+                return Err(invalid(
+                    &at("latency_p99"),
+                    "an slo_p99 needs a latency_p99 source to compare with".into(),
+                ));
             }
         }
         Ok(config)
@@ -268,6 +313,9 @@ impl RunConfig {
                 self.master_token_file.as_deref().map_or("(none)".into(), |p| p.display().to_string()),
             ),
             ("sample_stale_after", d(self.sample_stale_after)),
+            ("sample_interval", d(self.sample_interval)),
+            ("lease_duration", d(self.lease_duration)),
+            ("status_interval", d(self.status_interval)),
         ] {
             out.push_str(&format!("  {k}: {v}\n"));
         }

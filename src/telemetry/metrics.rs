@@ -525,13 +525,7 @@ impl Metrics {
 
     /// The last sampled load and p99 of `service`, and its SLO; `None` removes the series (no
     /// such source, or the sample is stale).
-    pub fn set_service_reading(
-        &self,
-        service: &str,
-        load: Option<f64>,
-        p99: Option<Duration>,
-        slo: Option<Duration>,
-    ) {
+    pub fn set_service_reading(&self, service: &str, load: Option<f64>, p99: Option<Duration>, slo: Option<Duration>) {
         let label = [("service", service.to_string())];
         match load {
             Some(v) => {

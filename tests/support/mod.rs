@@ -3,4 +3,5 @@
 // Every test binary compiles all of `support` but uses only part of it.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod testbed;

@@ -105,6 +105,17 @@ impl Testbed {
     /// has namespace `default`, and runs a scheduler and kwok. Blocking; panics (after tearing down
     /// whatever it started) with a message naming the cause if that is not possible.
     pub fn start() -> Testbed {
+        Testbed::start_with(&[])
+    }
+
+    /// A control plane that also runs kube-controller-manager with these `--controllers`
+    /// (Deployments get ReplicaSets and pods; `"*,-horizontalpodautoscaling"` leaves HPA status to
+    /// the test). Needs the kube-controller-manager binary (`TESTBED_WITH_KCM=1` at build time).
+    pub fn start_with_controller_manager(controllers: &str) -> Testbed {
+        Testbed::start_with(&[("TESTBED_WITH_KCM", "1"), ("TESTBED_KCM_CONTROLLERS", controllers)])
+    }
+
+    fn start_with(env: &[(&str, &str)]) -> Testbed {
         if let Some(kubeconfig) = std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
             let kubeconfig = PathBuf::from(kubeconfig);
             assert!(
@@ -138,6 +149,7 @@ impl Testbed {
         loop {
             let out = Command::new(script("up.sh"))
                 .arg(&path)
+                .envs(env.iter().copied())
                 .env("TESTBED_BIN", &bin)
                 .stdin(Stdio::null())
                 .output()

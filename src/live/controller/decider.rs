@@ -1,0 +1,174 @@
+//! The decision loop: on watch events (debounced) and on a tick, build a snapshot from the
+//! caches, the polled statuses and the samples, run the core, export the result and, when
+//! leading and not in dry-run, hand the intents to the actuator.
+//!
+//! Debounce is leading-edge: the first event after a quiet period is decided on at once (the
+//! reaction time of a spike is what matters), and events that follow within `debounce` of a
+//! decision are folded into one decision at the end of that window.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{watch, Notify};
+
+use super::actuator::{Actuation, Bounded};
+use super::jobs::JobDirectory;
+use super::poller::Poller;
+use super::services::{Reading, ServiceDirectory};
+use crate::core::Core;
+use crate::live::view::{self, Inputs, JobSource};
+use crate::live::watch::Caches;
+use crate::telemetry::Metrics;
+
+/// Where service readings come from (the sampler; nothing when no service has a source).
+pub type ReadingsFn = Box<dyn Fn(SystemTime) -> BTreeMap<String, Reading> + Send + Sync>;
+
+pub struct Decider {
+    pub core: Core,
+    pub caches: Caches,
+    pub jobs: Arc<JobDirectory>,
+    pub poller: Arc<Poller>,
+    pub services: ServiceDirectory,
+    pub readings: ReadingsFn,
+    pub metrics: Arc<Metrics>,
+    pub leader: watch::Receiver<bool>,
+    pub dry_run: bool,
+    pub actuation: watch::Sender<Actuation>,
+    /// Problems reported by the previous decision, so each is logged once when it appears.
+    pub known_problems: Vec<String>,
+    /// Target and reason of each job's last intent, so that an intent repeated decision after
+    /// decision (while the master applies it) is logged once at info.
+    pub logged_intents: BTreeMap<String, (u32, crate::core::Reason)>,
+}
+
+impl Decider {
+    pub async fn run(
+        mut self,
+        changed: Arc<Notify>,
+        tick: Duration,
+        debounce: Duration,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        let mut ticker = tokio::time::interval(tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut leader = self.leader.clone();
+        let mut last = Instant::now() - debounce;
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = ticker.tick() => {}
+                _ = changed.notified() => {
+                    let quiet_until = last + debounce;
+                    if Instant::now() < quiet_until {
+                        tokio::select! {
+                            _ = &mut shutdown => break,
+                            _ = tokio::time::sleep_until(quiet_until.into()) => {}
+                        }
+                    }
+                }
+                // Decide at once on becoming leader rather than at the next event or tick.
+                Ok(()) = leader.changed() => {}
+            }
+            last = Instant::now();
+            self.decide_once().await;
+            ticker.reset();
+        }
+    }
+
+    /// One decision; returns the actuation it produced (also sent to the actuator when acting).
+    pub async fn decide_once(&mut self) -> Actuation {
+        let hpas = self.caches.hpas.state();
+        self.services.resolve(&hpas).await;
+        let started = Instant::now();
+        let now = SystemTime::now();
+        let nodes = self.caches.nodes.state();
+        let pods = self.caches.pods.state();
+        let (services, mut problems) = self.services.services(&hpas, &(self.readings)(now));
+        let (discovered, job_problems) = self.jobs.jobs();
+        problems.extend(job_problems);
+        let statuses = self.poller.statuses();
+        let sources: Vec<JobSource> = discovered
+            .iter()
+            .map(|j| JobSource {
+                namespace: j.namespace.clone(),
+                name: j.name.clone(),
+                status: statuses.get(&j.key()).cloned().flatten(),
+                overrides: j.overrides.clone(),
+                priority: 0,
+                weight: 1.0,
+            })
+            .collect();
+        let inputs = Inputs {
+            now: now.duration_since(UNIX_EPOCH).unwrap_or_default(),
+            nodes: &nodes,
+            pods: &pods,
+            hpas: &hpas,
+            services: &services,
+            jobs: &sources,
+        };
+        let (snap, view_problems) = view::snapshot(&inputs);
+        problems.extend(view_problems);
+        let span = tracing::info_span!(
+            "decision",
+            nodes = snap.nodes.len(),
+            pods = snap.pods.len(),
+            jobs = snap.jobs.len(),
+            intents = tracing::field::Empty
+        );
+        let _entered = span.enter();
+        let decision = self.core.decide(&snap);
+        self.metrics.observe_decision(&decision, &snap, started.elapsed());
+        self.metrics.record_decision();
+        span.record("intents", decision.intents.len());
+        self.log_problems(problems, &decision.notes);
+
+        let jobs = snap
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                let found = discovered.iter().find(|d| d.key() == j.name)?;
+                let status = statuses.get(&j.name)?.as_ref()?;
+                let bounded = Bounded {
+                    job: found.clone(),
+                    min: j.min_workers,
+                    max: j.max_workers,
+                    generation: status.generation,
+                };
+                Some((j.name.clone(), bounded))
+            })
+            .collect();
+        let actuation = Actuation { intents: decision.intents, jobs };
+        let leading = *self.leader.borrow();
+        let mut logged = BTreeMap::new();
+        for i in &actuation.intents {
+            let acting = leading && !self.dry_run;
+            if self.logged_intents.get(&i.job) == Some(&(i.target, i.reason)) {
+                tracing::debug!(job = %i.job, from = i.from, target = i.target, reason = %i.reason, "intent (repeated)");
+            } else {
+                tracing::info!(job = %i.job, from = i.from, target = i.target, reason = %i.reason, why = %i.why,
+                    acting, dry_run = self.dry_run, "intent");
+            }
+            logged.insert(i.job.clone(), (i.target, i.reason));
+        }
+        self.logged_intents = logged;
+        if leading && !self.dry_run {
+            self.actuation.send_replace(actuation.clone());
+        } else {
+            // A follower (or a dry run) must not leave a stale actuation for when it leads.
+            self.actuation.send_replace(Actuation::default());
+        }
+        actuation
+    }
+
+    fn log_problems(&mut self, mut problems: Vec<String>, notes: &[String]) {
+        problems.extend(notes.iter().cloned());
+        problems.sort();
+        problems.dedup();
+        for p in problems.iter().filter(|p| !self.known_problems.contains(p)) {
+            tracing::warn!(problem = %p, "cannot use part of the cluster state");
+        }
+        self.known_problems = problems;
+    }
+}

@@ -1,0 +1,31 @@
+//! Every job the controller steers: those with an HTTP master (Services labelled
+//! `colocate.dev/master: "true"`) and, when enabled, those driven through Kubernetes adapters.
+
+use kube::runtime::reflector::Store;
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::masters::MasterDiscovery;
+use crate::live::endpoint::DiscoveredJob;
+
+pub struct JobDirectory {
+    pub masters: MasterDiscovery,
+    pub master_services: Store<Service>,
+}
+
+impl JobDirectory {
+    /// The jobs found now, by key, and a sentence for each object that cannot be used. A job
+    /// found twice (a master and an adapter) is steered through the first found, the master.
+    pub fn jobs(&self) -> (Vec<DiscoveredJob>, Vec<String>) {
+        let (mut jobs, mut problems) = self.masters.jobs(&self.master_services.state());
+        let mut seen = std::collections::BTreeSet::new();
+        jobs.retain(|j| {
+            let fresh = seen.insert(j.key());
+            if !fresh {
+                problems.push(format!("job {}: found twice ({}); steering the first one only", j.key(), j.object));
+            }
+            fresh
+        });
+        (jobs, problems)
+    }
+}

@@ -1,0 +1,248 @@
+//! `colocate run`: the live controller. Wiring only; each part is its own module.
+//!
+//! ```text
+//! reflectors (nodes, pods, HPAs, master Services) --changed--> decider --intents--> actuator
+//! poller (job statuses) ---------------------------^              |                    |
+//! sampler (load, p99) -----------------------------^              v                    v
+//!                                                             /metrics        masters, pod deletes
+//! ```
+//! Nothing is decided before every reflector has listed its objects; only the Lease holder
+//! acts (the others decide too, so their caches and memory are warm when they take over).
+
+pub mod actuator;
+pub mod decider;
+pub mod forced;
+pub mod jobs;
+pub mod masters;
+pub mod poller;
+pub mod record;
+pub mod services;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use tokio::sync::{watch, Notify};
+
+use self::actuator::{Actuation, Actuator, ActuatorConfig};
+use self::decider::Decider;
+use self::jobs::JobDirectory;
+use self::masters::{MasterClients, MasterDiscovery};
+use self::poller::Poller;
+use self::record::DecisionRecorder;
+use self::services::ServiceDirectory;
+use crate::core::Core;
+use crate::live::config::RunConfig;
+use crate::live::lease::{default_identity, LeaderElector, LeaseConfig};
+use crate::live::master::{ClientConfigError, RetryPolicy};
+use crate::live::watch::{Caches, WatchStats};
+use crate::telemetry::{self, Health, Metrics};
+
+/// Name of the leader Lease.
+pub const LEASE_NAME: &str = "colocate";
+
+/// What stops `run` from starting; everything later is logged and retried instead.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr} for /metrics: {source}")]
+    Listen { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    MasterToken(#[from] ClientConfigError),
+    #[error("leader election: {0}")]
+    Lease(String),
+    #[error("the reflectors stopped before listing the cluster")]
+    ReflectorsStopped,
+}
+
+/// Runs the controller until `shutdown` resolves; then stops deciding, lets commands in
+/// flight finish (bounded), and releases the Lease so another replica takes over at once.
+pub async fn run(
+    config: RunConfig,
+    client: Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let metrics = Arc::new(Metrics::new());
+    metrics.set_target_utilization(config.controller.target_utilization);
+    let health = Health::new();
+    let (stop_tx, stop) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+        .await
+        .map_err(|source| StartError::Listen { addr: config.metrics_addr, source })?;
+    tracing::info!(addr = %listener.local_addr().map_or(config.metrics_addr, |a| a), "serving /metrics, /healthz, /readyz");
+    let server = tokio::spawn(telemetry::server::serve(listener, metrics.clone(), health.clone(), stopped()));
+
+    let token = match &config.master_token_file {
+        Some(path) => Some(read_token(path)?),
+        None => None,
+    };
+    let changed = Arc::new(Notify::new());
+    let stats = Arc::new(WatchStats::default());
+    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
+    let reflectors: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
+
+    let identity = default_identity();
+    let lease = LeaseConfig::with_duration(&config.lease_namespace, LEASE_NAME, &identity, config.lease_duration);
+    let elector = Arc::new(
+        LeaderElector::new(Api::<Lease>::namespaced(client.clone(), &config.lease_namespace), lease)
+            .map_err(|e| StartError::Lease(e.to_string()))?,
+    );
+    let campaign = tokio::spawn({
+        let (elector, stopped) = (elector.clone(), stopped());
+        async move { elector.run(stopped).await }
+    });
+    let leader_metric = tokio::spawn({
+        let (mut rx, metrics) = (elector.subscribe(), metrics.clone());
+        async move {
+            loop {
+                metrics.set_leader(*rx.borrow_and_update());
+                if rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+
+    let status_timeout = config.status_interval.min(Duration::from_secs(5));
+    let poller = Arc::new(Poller::new(status_timeout, config.status_interval * 3, metrics.clone(), changed.clone()));
+    let factory = MasterClients { token, timeout: Duration::from_secs(5), retry: RetryPolicy::default() };
+    let directory = Arc::new(JobDirectory {
+        masters: MasterDiscovery::new(Box::new(factory)),
+        master_services: caches.masters.clone(),
+    });
+
+    tracing::info!(identity = %identity, dry_run = config.dry_run, "waiting for the reflectors to list the cluster");
+    let shutdown = {
+        let stop_tx = stop_tx.clone();
+        let health = health.clone();
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down");
+            health.begin_shutdown();
+            let _ = stop_tx.send(true);
+        }
+    };
+    let shutdown = tokio::spawn(shutdown);
+    tokio::select! {
+        ready = caches.wait_until_ready() => ready.map_err(|_| StartError::ReflectorsStopped)?,
+        _ = stopped() => {
+            finish(&elector, campaign, reflectors, server, leader_metric).await;
+            return Ok(());
+        }
+    }
+    health.set_synced();
+    metrics.set_reflectors_ready(true);
+    tracing::info!(
+        nodes = caches.nodes.state().len(),
+        pods = caches.pods.state().len(),
+        hpas = caches.hpas.state().len(),
+        "reflectors synced"
+    );
+
+    let polling = tokio::spawn({
+        let (poller, directory, interval, stopped) =
+            (poller.clone(), directory.clone(), config.status_interval, stopped());
+        async move {
+            tokio::pin!(stopped);
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = ticker.tick() => poller.poll(&directory.jobs().0).await,
+                }
+            }
+        }
+    });
+    let stats_sync = tokio::spawn({
+        let (metrics, stats, stopped) = (metrics.clone(), stats.clone(), stopped());
+        async move {
+            tokio::pin!(stopped);
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => metrics.sync_watch_stats(&stats),
+                }
+            }
+        }
+    });
+
+    let (actuation_tx, actuation_rx) = watch::channel(Actuation::default());
+    let actuator = Actuator {
+        config: ActuatorConfig {
+            release_deadline: config.controller.release_deadline,
+            command_timeout: Duration::from_secs(20),
+            max_backoff: Duration::from_secs(30),
+        },
+        client: client.clone(),
+        pods: caches.pods.clone(),
+        poller: poller.clone(),
+        metrics: metrics.clone(),
+        recorder: Arc::new(DecisionRecorder::new(client.clone(), identity.clone())),
+    };
+    let actuating = tokio::spawn(actuator.run(actuation_rx, stopped()));
+
+    let decider = Decider {
+        core: Core::new(config.controller.clone()),
+        caches: caches.clone(),
+        jobs: directory.clone(),
+        poller: poller.clone(),
+        services: ServiceDirectory::new(client.clone(), config.services.clone()),
+        readings: Box::new(|_| BTreeMap::new()),
+        metrics: metrics.clone(),
+        leader: elector.subscribe(),
+        dry_run: config.dry_run,
+        actuation: actuation_tx,
+        known_problems: Vec::new(),
+        logged_intents: BTreeMap::new(),
+    };
+    // The first status poll before the first decision, so that jobs are known from the start.
+    poller.poll(&directory.jobs().0).await;
+    decider.run(changed, config.tick, config.debounce, stopped()).await;
+
+    for task in [polling, stats_sync] {
+        let _ = task.await;
+    }
+    let _ = actuating.await;
+    shutdown.abort();
+    finish(&elector, campaign, reflectors, server, leader_metric).await;
+    Ok(())
+}
+
+async fn finish(
+    elector: &LeaderElector,
+    campaign: tokio::task::JoinHandle<()>,
+    reflectors: Vec<tokio::task::JoinHandle<()>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    leader_metric: tokio::task::JoinHandle<()>,
+) {
+    let _ = campaign.await;
+    match elector.release().await {
+        Ok(true) => tracing::info!("released the leader Lease"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "could not release the leader Lease; it expires by itself"),
+    }
+    for r in reflectors {
+        r.abort();
+    }
+    leader_metric.abort();
+    let _ = server.await;
+}
+
+fn read_token(path: &std::path::Path) -> Result<String, ClientConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ClientConfigError::TokenFile { path: path.to_path_buf(), message: e.to_string() })?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(ClientConfigError::EmptyToken { path: Some(path.to_path_buf()) });
+    }
+    Ok(token)
+}

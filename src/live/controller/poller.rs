@@ -1,0 +1,129 @@
+//! Status polling: every discovered job's `GET /v1/status` (or its adapter's equivalent) on an
+//! interval, all jobs concurrently, each bounded by the interval so a hanging master delays
+//! only itself. A job whose last good status is older than `stale_after` counts as
+//! unreachable: the snapshot then leaves its workers alone instead of steering on old counts.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use tokio::sync::Notify;
+
+use crate::live::endpoint::DiscoveredJob;
+use crate::live::master::{Phase, ScaleAccepted, Status};
+use crate::telemetry::Metrics;
+
+#[derive(Clone, Debug)]
+struct Entry {
+    status: Option<Status>,
+    /// When `status` was read.
+    at: Option<Instant>,
+    /// The last poll's error, logged once per change.
+    error: Option<String>,
+}
+
+/// The latest status of every job, shared by the decision loop and the actuator.
+pub struct Poller {
+    entries: Mutex<BTreeMap<String, Entry>>,
+    stale_after: Duration,
+    timeout: Duration,
+    metrics: Arc<Metrics>,
+    changed: Arc<Notify>,
+}
+
+impl Poller {
+    /// `timeout` bounds one job's poll; `stale_after` is how old a status may be and still be
+    /// steered on (a few intervals, so one lost poll does not drop a job).
+    pub fn new(timeout: Duration, stale_after: Duration, metrics: Arc<Metrics>, changed: Arc<Notify>) -> Poller {
+        Poller { entries: Mutex::new(BTreeMap::new()), stale_after, timeout, metrics, changed }
+    }
+
+    /// Polls `jobs` once, concurrently. Jobs no longer discovered are forgotten. Wakes the
+    /// decision loop when something it decides on changed.
+    pub async fn poll(&self, jobs: &[DiscoveredJob]) {
+        let results = join_all(jobs.iter().map(|j| async move {
+            let result = match tokio::time::timeout(self.timeout, j.endpoint.status()).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no status within {:?}", self.timeout)),
+            };
+            (j, result)
+        }))
+        .await;
+        let now = Instant::now();
+        let mut entries = self.lock();
+        let mut changed = false;
+        let keys: Vec<String> = jobs.iter().map(DiscoveredJob::key).collect();
+        for gone in entries.keys().filter(|k| !keys.contains(k)).cloned().collect::<Vec<_>>() {
+            entries.remove(&gone);
+            self.metrics.forget_job(&gone);
+            changed = true;
+        }
+        for (job, result) in results {
+            let key = job.key();
+            let entry = entries.entry(key.clone()).or_insert(Entry { status: None, at: None, error: None });
+            self.metrics.set_master_up(&key, result.is_ok());
+            match result {
+                Ok(status) => {
+                    if entry.error.take().is_some() {
+                        tracing::info!(job = %key, endpoint = %job.endpoint.describe(), "master answers again");
+                    }
+                    changed |= entry.status.as_ref().is_none_or(|old| differs(old, &status));
+                    entry.status = Some(status);
+                    entry.at = Some(now);
+                }
+                Err(e) => {
+                    if entry.error.as_deref() != Some(e.as_str()) {
+                        tracing::warn!(job = %key, endpoint = %job.endpoint.describe(), error = %e,
+                            "status poll failed; the job's workers are left alone once its status is stale");
+                    }
+                    entry.error = Some(e);
+                    changed |= entry.at.is_some_and(|at| now.duration_since(at) > self.stale_after);
+                }
+            }
+        }
+        drop(entries);
+        if changed {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Statuses fresh enough to steer on; `None` for jobs whose master is unreachable.
+    pub fn statuses(&self) -> BTreeMap<String, Option<Status>> {
+        let now = Instant::now();
+        self.lock()
+            .iter()
+            .map(|(k, e)| {
+                let fresh = e.at.is_some_and(|at| now.duration_since(at) <= self.stale_after);
+                (k.clone(), e.status.clone().filter(|_| fresh))
+            })
+            .collect()
+    }
+
+    /// Takes an accepted command into the known status at once, so the next decision does not
+    /// ask for the same change again before the next poll.
+    pub fn accepted(&self, job: &str, answer: &ScaleAccepted) {
+        if let Some(status) = self.lock().get_mut(job).and_then(|e| e.status.as_mut()) {
+            if answer.generation >= status.generation && status.workers.target != answer.accepted_target {
+                status.workers.target = answer.accepted_target;
+                status.generation = answer.generation;
+                if !matches!(status.phase, Phase::Completed | Phase::Failed) {
+                    status.phase = Phase::Rescaling;
+                }
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Whether a new status changes anything the decision reads (throughput and progress do not).
+fn differs(old: &Status, new: &Status) -> bool {
+    old.phase != new.phase
+        || old.workers != new.workers
+        || old.generation != new.generation
+        || old.worker_resources != new.worker_resources
+        || old.rescale_cost_s != new.rescale_cost_s
+}

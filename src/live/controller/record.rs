@@ -1,0 +1,108 @@
+//! Writes what the controller did onto the job's own object, so `kubectl describe` on the
+//! master Service (or the adapted Deployment, PyTorchJob, ...) shows why it shrank: an Event
+//! and an annotation holding the last decision. Failures are logged, never fatal: the scale
+//! command already happened.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::discovery::{pinned_kind, ApiResource};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::Mutex;
+
+use crate::live::endpoint::JobObject;
+
+/// The annotation holding the controller's last decision about the job.
+pub const LAST_DECISION_ANNOTATION: &str = "colocate.dev/last-decision";
+
+/// Field manager of the annotation patch.
+const MANAGER: &str = "colocate";
+
+/// One change the controller made to a job, as written on the job.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// Event reason: `Shrink`, `Grow` or `ForcedPreemption`.
+    pub reason: &'static str,
+    pub action: &'static str,
+    /// Readable sentence (the intent's `why`, or what was deleted).
+    pub note: String,
+    /// The annotation value (None: leave the annotation as it is).
+    pub annotation: Option<String>,
+    pub warning: bool,
+}
+
+pub struct DecisionRecorder {
+    client: Client,
+    events: Recorder,
+    resources: Mutex<BTreeMap<(String, String), ApiResource>>,
+}
+
+impl DecisionRecorder {
+    pub fn new(client: Client, instance: String) -> DecisionRecorder {
+        let reporter = Reporter { controller: "colocate".into(), instance: Some(instance) };
+        DecisionRecorder { events: Recorder::new(client.clone(), reporter), client, resources: Mutex::default() }
+    }
+
+    pub async fn record(&self, object: &JobObject, record: &Record) {
+        let reference = ObjectReference {
+            api_version: Some(object.api_version.clone()),
+            kind: Some(object.kind.clone()),
+            namespace: Some(object.namespace.clone()),
+            name: Some(object.name.clone()),
+            uid: object.uid.clone(),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: if record.warning { EventType::Warning } else { EventType::Normal },
+            reason: record.reason.into(),
+            // The events API caps the note at 1 kB.
+            note: Some(truncate(&record.note, 1000)),
+            action: record.action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.events.publish(&event, &reference).await {
+            tracing::warn!(object = %object, error = %e, "could not publish the event");
+        }
+        if let Some(value) = &record.annotation {
+            if let Err(e) = self.annotate(object, value).await {
+                tracing::warn!(object = %object, error = %e, "could not annotate the job with the decision");
+            }
+        }
+    }
+
+    async fn annotate(&self, object: &JobObject, value: &str) -> Result<(), kube::Error> {
+        let resource = self.resource(object).await?;
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &object.namespace, &resource);
+        let patch = json!({"metadata": {"annotations": {LAST_DECISION_ANNOTATION: value}}});
+        api.patch(&object.name, &PatchParams::apply(MANAGER), &Patch::Merge(&patch)).await.map(|_| ())
+    }
+
+    async fn resource(&self, object: &JobObject) -> Result<ApiResource, kube::Error> {
+        let key = (object.api_version.clone(), object.kind.clone());
+        if let Some(r) = self.resources.lock().await.get(&key) {
+            return Ok(r.clone());
+        }
+        let (group, version) = object.api_version.split_once('/').unwrap_or(("", &object.api_version));
+        let resource = if group.is_empty() && object.kind == "Service" {
+            ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&())
+        } else {
+            pinned_kind(&self.client, &GroupVersionKind::gvk(group, version, &object.kind)).await?.0
+        };
+        self.resources.lock().await.insert(key, resource.clone());
+        Ok(resource)
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

@@ -1,0 +1,156 @@
+//! `colocate run` on a real control plane (etcd, kube-apiserver, kube-scheduler, the
+//! kube-controller-manager's Deployment controllers, kwok nodes). The test plays the HPA
+//! controller: it writes the HPA's status, then scales NGINX a moment later, as the real one
+//! does. Two elastic jobs run behind reference masters served from the test process.
+//!
+//! Cluster: 2 nodes x 8 CPU. NGINX: 2 replicas of 1 CPU. Jobs: 1-CPU workers, 1..12 each.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
+use support::testbed::{node_manifest, Testbed};
+
+/// Short windows so that the test sees growth within seconds.
+pub const CONFIG: &str = "\
+controller:
+  grow_stabilization: 3s
+  release_deadline: 20s
+services:
+  - name: nginx
+    namespace: web
+    hpa: nginx
+";
+
+const FLAGS: &[&str] = &["--tick", "1s", "--status-interval", "500ms", "--lease-duration", "3s"];
+
+async fn cluster(bed: &Testbed) -> (kube::Client, ElasticJob, ElasticJob) {
+    for n in ["node-a", "node-b"] {
+        bed.kubectl_apply(&node_manifest(n, "8", "64Gi"));
+    }
+    let client = cluster::client(bed).await;
+    cluster::nginx(bed, 2, None);
+    set_hpa(&client, 2, 2).await;
+    cluster::namespace(bed, "ml");
+    let a = ElasticJob::start(bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
+    let b = ElasticJob::start(bed, &client, "ml", "jb", (1, 12, 2), Behaviour::Honest, None).await;
+    (client, a, b)
+}
+
+async fn workers(client: &kube::Client) -> u32 {
+    deployment_replicas(client, "ml", "ja-workers").await + deployment_replicas(client, "ml", "jb-workers").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
+    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
+        .await
+        .unwrap();
+    let (client, a, b) = cluster(&bed).await;
+    let controller = Controller::start(&bed, CONFIG, FLAGS).await;
+
+    // Jobs grow into the idle room: 16 CPU at a 90% target, 2 for NGINX, one HPA quantum kept.
+    let filled = eventually(Duration::from_secs(60), "the jobs to fill the idle room", || {
+        let client = client.clone();
+        async move {
+            let (running, _) = pod_counts(&client, "ml", "colocate.dev/role=worker").await;
+            (running >= 10 && workers(&client).await == running as u32).then_some(running)
+        }
+    })
+    .await;
+    eprintln!("jobs filled the cluster: {filled} workers running");
+
+    // The spike: the HPA decides 6 replicas; 2 s later (its sync) the Deployment follows.
+    let spike = Instant::now();
+    set_hpa(&client, 2, 6).await;
+    let shrunk = eventually(Duration::from_secs(10), "a shrink command", || {
+        let (a, b) = (a.commands(), b.commands());
+        async move { a.iter().chain(&b).filter(|c| c.reason == "online-headroom").map(|c| c.at).min() }
+    })
+    .await;
+    eprintln!("first shrink command {:.0} ms after the HPA status change", (shrunk - spike).as_secs_f64() * 1e3);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster::scale_nginx(&client, 6).await;
+
+    // Every new replica is scheduled; none is ever Unschedulable meanwhile.
+    let unschedulable_samples = std::sync::atomic::AtomicUsize::new(0);
+    let online = eventually(Duration::from_secs(30), "6 NGINX replicas bound", || {
+        let client = client.clone();
+        let counter = &unschedulable_samples;
+        async move {
+            let (bound, unschedulable) = pod_counts(&client, "web", "app=nginx").await;
+            counter.fetch_add(unschedulable, std::sync::atomic::Ordering::Relaxed);
+            (bound == 6).then_some(bound)
+        }
+    })
+    .await;
+    let unschedulable_samples = unschedulable_samples.into_inner();
+    assert_eq!(online, 6);
+    // The HPA's next sync sees 6 replicas at its target utilization.
+    set_hpa(&client, 6, 6).await;
+    assert_eq!(unschedulable_samples, 0, "online pods were Pending for lack of room");
+    let after_spike = workers(&client).await;
+    assert!(after_spike < filled as u32, "jobs did not shrink: {after_spike} workers (were {filled})");
+    assert!(
+        deployment_replicas(&client, "ml", "ja-workers").await >= 1
+            && deployment_replicas(&client, "ml", "jb-workers").await >= 1,
+        "a job went below its floor"
+    );
+
+    // The spike ends: the jobs grow back after the stabilization window.
+    set_hpa(&client, 6, 2).await;
+    cluster::scale_nginx(&client, 2).await;
+    let calm = Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_hpa(&client, 2, 2).await;
+    let regrown = eventually(Duration::from_secs(60), "the jobs to grow back", || {
+        let client = client.clone();
+        async move {
+            let w = workers(&client).await;
+            (w >= filled as u32).then_some(w)
+        }
+    })
+    .await;
+    let grew_at = a.commands().iter().chain(&b.commands()).filter(|c| c.reason == "grow").map(|c| c.at).max().unwrap();
+    assert!(grew_at > calm, "no grow command after the spike");
+    assert!(
+        grew_at.duration_since(calm) >= Duration::from_secs(3),
+        "grew {:?} after the spike ended, inside the 3 s stabilization window",
+        grew_at.duration_since(calm)
+    );
+    eprintln!("jobs grew back to {regrown} workers {:.1} s after the spike ended", calm.elapsed().as_secs_f64());
+
+    // What the controller did is on the job: an annotation naming the reason.
+    let describe =
+        bed.kubectl_run(&["get", "service", "-n", "ml", "ja-master", "-o", "jsonpath={.metadata.annotations}"]);
+    assert!(describe.contains("colocate.dev/last-decision"), "no decision annotation: {describe}");
+    let events = bed.kubectl_run(&["get", "events.events.k8s.io", "-n", "ml", "-o", "jsonpath={.items[*].reason}"]);
+    assert!(events.contains("Shrink") && events.contains("Grow"), "events: {events}");
+    assert!(controller.metric("colocate_intents_total{reason=\"online-headroom\"}").await >= 1.0);
+    assert!(controller.metric("colocate_actuations_total{outcome=\"ok\",error=\"none\"}").await >= 2.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_decides_but_changes_nothing() {
+    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
+        .await
+        .unwrap();
+    let (client, a, b) = cluster(&bed).await;
+    let mut flags = FLAGS.to_vec();
+    flags.push("--dry-run");
+    let controller = Controller::start(&bed, CONFIG, &flags).await;
+    // It would grow the jobs into the idle room, and decides so.
+    eventually(Duration::from_secs(30), "a grow intent", || {
+        let c = &controller;
+        async move { (c.metric("colocate_intents_total{reason=\"grow\"}").await >= 1.0).then_some(()) }
+    })
+    .await;
+    set_hpa(&client, 2, 6).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(a.commands().is_empty() && b.commands().is_empty(), "a dry run sent commands");
+    assert_eq!(workers(&client).await, 4, "a dry run changed the jobs");
+    assert!(controller.metric("colocate_decisions_total").await >= 3.0);
+    assert_eq!(controller.metric("colocate_actuations_total{outcome=\"ok\",error=\"none\"}").await, 0.0);
+    assert!(controller.logs().contains("dry_run=true"), "intents are not logged as a dry run");
+}

@@ -1,0 +1,387 @@
+//! What the controller tests put on the test bed: an NGINX-like Deployment with an HPA whose
+//! status the test writes (it plays the HPA controller), elastic jobs whose workers are a
+//! Deployment behind a reference master served from the test process, and `colocate run` as a
+//! child process.
+
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener as StdListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use colocate::live::master::deployment::DeploymentBackend;
+use colocate::live::master::{
+    serve_with_shutdown, BackendError, MasterConfig, MasterState, Observed, ScaleCommand, WorkerBackend,
+    WorkerResources,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use super::testbed::Testbed;
+
+pub async fn client(bed: &Testbed) -> Client {
+    let kubeconfig = Kubeconfig::read_from(&bed.kubeconfig).expect("readable kubeconfig");
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+pub fn namespace(bed: &Testbed, name: &str) {
+    bed.kubectl_apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
+}
+
+fn container(cpu: &str) -> Value {
+    json!([{"name": "c", "image": "registry.invalid/fake",
+            "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}])
+}
+
+/// A Deployment of `replicas` pods labelled `labels`, each requesting `cpu`.
+pub fn deployment(
+    ns: &str,
+    name: &str,
+    labels: Value,
+    replicas: u32,
+    cpu: &str,
+    priority_class: Option<&str>,
+) -> Value {
+    let mut spec = json!({"containers": container(cpu), "tolerations": [{"operator": "Exists"}],
+                          "terminationGracePeriodSeconds": 0});
+    if let Some(pc) = priority_class {
+        spec["priorityClassName"] = json!(pc);
+    }
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"namespace": ns, "name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec}
+        }
+    })
+}
+
+/// The online service: Deployment `web/nginx` (1 CPU per replica) and its HPA (2..10 on CPU).
+pub fn nginx(bed: &Testbed, replicas: u32, priority_class: Option<&str>) {
+    namespace(bed, "web");
+    bed.kubectl_apply(&deployment("web", "nginx", json!({"app": "nginx"}), replicas, "1", priority_class));
+    bed.kubectl_apply(&json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"namespace": "web", "name": "nginx"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"},
+            "minReplicas": 2, "maxReplicas": 10,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 60}}}]
+        }
+    }));
+}
+
+/// Writes the HPA's status as its controller would: `desired` decided, `current` running, and
+/// the CPU utilization (target 60%) that made it decide so.
+pub async fn set_hpa(client: &Client, current: u32, desired: u32) {
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "web");
+    let utilization = 60 * desired / current.max(1);
+    let status = json!({"status": {"currentReplicas": current, "desiredReplicas": desired,
+        "currentMetrics": [{"type": "Resource", "resource": {"name": "cpu",
+            "current": {"averageUtilization": utilization}}}]}});
+    api.patch_status("nginx", &PatchParams::default(), &Patch::Merge(&status)).await.expect("HPA status patch");
+}
+
+/// Scales the NGINX Deployment as the HPA controller does after deciding.
+pub async fn scale_nginx(client: &Client, replicas: u32) {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "web");
+    let patch = json!({"spec": {"replicas": replicas}});
+    api.patch_scale("nginx", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("scale nginx");
+}
+
+/// One scale command as the master's backend saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub at: Instant,
+    pub target: u32,
+    pub reason: String,
+    pub release_pods: Vec<String>,
+}
+
+/// How a test master behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Scales the worker Deployment (the reference master over `DeploymentBackend`).
+    Honest,
+    /// Accepts every command and never changes the workers (misses every deadline).
+    Ignores,
+    /// Fails every scale with a backend error (the master answers 503).
+    Fails,
+    /// Never finishes a scale (the request hangs).
+    Hangs,
+}
+
+/// A `DeploymentBackend` that records commands and can misbehave.
+pub struct TestBackend {
+    inner: DeploymentBackend,
+    behaviour: Behaviour,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    ignored_target: Mutex<Option<u32>>,
+}
+
+impl WorkerBackend for TestBackend {
+    async fn observe(&self) -> Result<Observed, BackendError> {
+        let mut o = self.inner.observe().await?;
+        if let Some(t) = *self.ignored_target.lock().unwrap() {
+            o.target = t;
+        }
+        Ok(o)
+    }
+
+    async fn scale(&self, command: &ScaleCommand) -> Result<(), BackendError> {
+        self.seen.lock().unwrap().push(Seen {
+            at: Instant::now(),
+            target: command.target,
+            reason: command.reason.clone(),
+            release_pods: command.release_pods.clone(),
+        });
+        match self.behaviour {
+            Behaviour::Honest => self.inner.scale(command).await,
+            Behaviour::Ignores => {
+                *self.ignored_target.lock().unwrap() = Some(command.target);
+                Ok(())
+            }
+            Behaviour::Fails => Err(BackendError("injected failure".into())),
+            Behaviour::Hangs => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each), a reference master on
+/// loopback, and the master Service that announces it.
+pub struct ElasticJob {
+    pub name: String,
+    pub ns: String,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl ElasticJob {
+    pub async fn start(
+        bed: &Testbed,
+        client: &Client,
+        ns: &str,
+        name: &str,
+        (min, max, replicas): (u32, u32, u32),
+        behaviour: Behaviour,
+        priority_class: Option<&str>,
+    ) -> ElasticJob {
+        let labels = json!({"colocate.dev/job": name, "colocate.dev/role": "worker"});
+        let workers = format!("{name}-workers");
+        bed.kubectl_apply(&deployment(ns, &workers, labels, replicas, "1", priority_class));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let backend = TestBackend {
+            inner: DeploymentBackend::new(client.clone(), ns, &workers),
+            behaviour,
+            seen: seen.clone(),
+            ignored_target: Mutex::new(None),
+        };
+        let mut config = MasterConfig::new(name, min, max, WorkerResources::new("1", "256Mi"));
+        config.rescale_cost_s = Some(1.0);
+        let state = MasterState::new(config, backend).expect("master config");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(serve_with_shutdown(listener, state, async {
+            let _ = stopped.await;
+        }));
+        bed.kubectl_apply(&json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"namespace": ns, "name": format!("{name}-master"),
+                "labels": {"colocate.dev/master": "true", "colocate.dev/job": name},
+                "annotations": {"colocate.dev/master-url": url}},
+            "spec": {"ports": [{"name": "master", "port": 8080}]}
+        }));
+        ElasticJob { name: name.to_string(), ns: ns.to_string(), seen, stop: Some(stop) }
+    }
+
+    pub fn commands(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for ElasticJob {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Pods of `ns` matching `selector`: (bound and not terminating, pending for lack of room).
+pub async fn pod_counts(client: &Client, ns: &str, selector: &str) -> (usize, usize) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = api.list(&ListParams::default().labels(selector)).await.expect("list pods");
+    let mut bound = 0;
+    let mut unschedulable = 0;
+    for p in pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            bound += 1;
+        } else if p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+            cs.iter().any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable"))
+        }) {
+            unschedulable += 1;
+        }
+    }
+    (bound, unschedulable)
+}
+
+pub async fn deployment_replicas(client: &Client, ns: &str, name: &str) -> u32 {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let d = api.get(name).await.expect("get deployment");
+    d.spec.and_then(|s| s.replicas).unwrap_or(0) as u32
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `colocate run` as a child process against the test bed; stopped with SIGTERM on drop.
+pub struct Controller {
+    child: Option<Child>,
+    pub metrics_url: String,
+    pub logs: Arc<Mutex<String>>,
+    _config: tempfile::NamedTempFile,
+}
+
+impl Controller {
+    /// Starts `colocate run` with `config` (the YAML of `--config`) and extra flags; waits until
+    /// /readyz answers 200.
+    pub async fn start(bed: &Testbed, config: &str, flags: &[&str]) -> Controller {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), config).unwrap();
+        let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_colocate"))
+            .arg("run")
+            .arg("--config")
+            .arg(file.path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--lease-namespace", "default"])
+            .args(flags)
+            .env("KUBECONFIG", &bed.kubeconfig)
+            .env("RUST_LOG", "info,kube=warn")
+            .env_remove("COLOCATE_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn colocate run");
+        let logs = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let c = Controller { child: Some(child), metrics_url: format!("http://127.0.0.1:{port}"), logs, _config: file };
+        let url = format!("{}/readyz", c.metrics_url);
+        eventually(Duration::from_secs(30), "colocate run to be ready", || {
+            let url = url.clone();
+            async move { reqwest::get(&url).await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
+        })
+        .await;
+        c
+    }
+
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.metrics_url)).await.expect("GET /metrics").text().await.unwrap()
+    }
+
+    /// The value of the sample `series` (`name{labels}` exactly as exported), 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        metric_value(&self.metrics().await, series)
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then waits for the exit; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL: no cleanup, as when a node dies.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let file = report_dir().join(format!("colocate-run-{}.log", std::process::id()));
+            if std::fs::write(&file, &logs).is_ok() {
+                eprintln!("--- colocate run: whole log in {}", file.display());
+            }
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            eprintln!("--- colocate run, last log lines ---");
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+pub fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Where test reports go: `target/test-reports/` (kept for the closing note and CI logs).
+pub fn report_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("test-reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
