@@ -50,6 +50,9 @@ pub struct RunFlags {
     /// How often every job's master is asked for its status.
     #[arg(long, env = "COLOCATE_STATUS_INTERVAL", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub status_interval: Option<Duration>,
+    /// How long one request to a job's master may take (it is retried twice).
+    #[arg(long, env = "COLOCATE_MASTER_TIMEOUT", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub master_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -94,6 +97,8 @@ pub struct RunFile {
     pub lease_duration: Option<Duration>,
     #[serde(default, deserialize_with = "optional_duration")]
     pub status_interval: Option<Duration>,
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub master_timeout: Option<Duration>,
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -173,6 +178,7 @@ pub struct RunConfig {
     pub sample_interval: Duration,
     pub lease_duration: Duration,
     pub status_interval: Duration,
+    pub master_timeout: Duration,
     pub services: Vec<ServiceSource>,
 }
 
@@ -209,12 +215,14 @@ impl RunConfig {
             sample_interval: run.sample_interval.unwrap_or(Duration::from_secs(5)),
             lease_duration: flags.lease_duration.or(run.lease_duration).unwrap_or(Duration::from_secs(15)),
             status_interval: flags.status_interval.or(run.status_interval).unwrap_or(Duration::from_secs(5)),
+            master_timeout: flags.master_timeout.or(run.master_timeout).unwrap_or(Duration::from_secs(5)),
             services: file.services.clone(),
         };
         for (key, value) in [
             ("run.sample_interval", config.sample_interval),
             ("run.status_interval", config.status_interval),
             ("run.sample_stale_after", config.sample_stale_after),
+            ("run.master_timeout", config.master_timeout),
         ] {
             if value.is_zero() {
                 return Err(invalid(key, "must be longer than 0s".into()));
@@ -316,6 +324,7 @@ impl RunConfig {
             ("sample_interval", d(self.sample_interval)),
             ("lease_duration", d(self.lease_duration)),
             ("status_interval", d(self.status_interval)),
+            ("master_timeout", d(self.master_timeout)),
         ] {
             out.push_str(&format!("  {k}: {v}\n"));
         }

@@ -5,7 +5,9 @@
 //!
 //! Per job it remembers the target the master last accepted (not to send it again before the
 //! next status poll shows it), a backoff after transient failures, a refused target (409) and
-//! the deadline of the last accepted shrink.
+//! the shrink deadline: `release_deadline` after the room was first asked for. Past it, bound
+//! workers beyond what the latest decision wants (never below the floor) are deleted and counted
+//! as forced preemptions, whether the master accepted and did not act, failed, or hung.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +42,8 @@ pub struct Bounded {
     pub job: DiscoveredJob,
     pub min: u32,
     pub max: u32,
+    /// The master's target as the decision saw it.
+    pub target: u32,
     /// The status generation the decision saw.
     pub generation: u64,
 }
@@ -63,6 +67,9 @@ struct JobState {
     failures: u32,
     retry_at: Option<Instant>,
     refused: Option<u32>,
+    /// What the latest decision wants (its intent, else the master's target): a deadline never
+    /// removes workers the job may keep now.
+    wanted: u32,
     deadline: Option<Deadline>,
 }
 
@@ -146,6 +153,11 @@ impl Actuator {
     ) {
         states.retain(|k, s| actuation.jobs.contains_key(k) || s.in_flight);
         let now = Instant::now();
+        for (key, bounded) in &actuation.jobs {
+            let intent = actuation.intents.iter().find(|i| i.job == *key);
+            let wanted = intent.map_or(bounded.target, |i| i.target.clamp(bounded.min, bounded.max.max(bounded.min)));
+            states.entry(key.clone()).or_default().wanted = wanted;
+        }
         for intent in &actuation.intents {
             let Some(bounded) = actuation.jobs.get(&intent.job) else { continue };
             let state = states.entry(intent.job.clone()).or_default();
@@ -163,6 +175,21 @@ impl Actuator {
             }
             state.in_flight = true;
             let shrink = target < intent.from;
+            if shrink {
+                // The deadline runs from the first time the room was asked for, whether the
+                // master accepts, fails or hangs: online pods wait on it either way.
+                let deadline = state.deadline.get_or_insert_with(|| Deadline {
+                    due: now + self.config.release_deadline,
+                    target,
+                    min: bounded.min,
+                    release_pods: Vec::new(),
+                    object: bounded.job.object.clone(),
+                    namespace: bounded.job.namespace.clone(),
+                    job: bounded.job.name.clone(),
+                });
+                deadline.target = deadline.target.min(target);
+                deadline.release_pods = intent.release_pods.iter().map(|p| bare(p)).collect();
+            }
             let release: Vec<String> =
                 if shrink { intent.release_pods.iter().map(|p| bare(p)).collect() } else { vec![] };
             let deadline_s = if shrink { self.config.release_deadline.as_secs() } else { 0 };
@@ -195,15 +222,9 @@ impl Actuator {
                 let shrink = sent.target < intent.from;
                 tracing::info!(job = %sent.key, from = intent.from, target = sent.target, reason = %intent.reason,
                     generation = answer.generation, why = %intent.why, "scale command accepted");
-                state.deadline = shrink.then(|| Deadline {
-                    due: Instant::now() + self.config.release_deadline,
-                    target: sent.target,
-                    min: sent.bounded.min,
-                    release_pods: intent.release_pods.iter().map(|p| bare(p)).collect(),
-                    object: sent.bounded.job.object.clone(),
-                    namespace: sent.bounded.job.namespace.clone(),
-                    job: sent.bounded.job.name.clone(),
-                });
+                if !shrink {
+                    state.deadline = None;
+                }
                 let record = Record {
                     reason: if shrink { "Shrink" } else { "Grow" },
                     action: "Scale",
@@ -246,7 +267,11 @@ impl Actuator {
         let due: Vec<Deadline> = states
             .values_mut()
             .filter(|s| s.deadline.as_ref().is_some_and(|d| d.due <= now))
-            .filter_map(|s| s.deadline.take())
+            .filter_map(|s| {
+                let mut d = s.deadline.take()?;
+                d.target = d.target.max(s.wanted);
+                Some(d)
+            })
             .collect();
         if due.is_empty() {
             return;

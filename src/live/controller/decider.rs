@@ -135,6 +135,7 @@ impl Decider {
                     min: j.min_workers,
                     max: j.max_workers,
                     generation: status.generation,
+                    target: j.target_workers,
                 };
                 Some((j.name.clone(), bounded))
             })

@@ -15,11 +15,12 @@ pub struct Victim {
     pub uid: Option<String>,
 }
 
-/// Workers of `job` in `namespace` to delete so that at most `max(target, min)` are left:
-/// the floor is never broken, whatever the command said. Terminating and finished pods are
-/// already leaving and are not counted. Order: the pods the command named (in its order), then
-/// pods not yet bound to a node (they hold nothing yet, and cost no work), then the rest by
-/// name, last first (the newest ordinals of StatefulSets; arbitrary but stable otherwise).
+/// Workers of `job` in `namespace` to delete so that at most `max(target, min)` stay bound to
+/// nodes: the floor is never broken, whatever the command said. Only bound workers count and
+/// are deleted: a pending one holds no room (and its controller would only recreate it), and
+/// terminating or finished ones are already leaving. Order: the pods the command named (in its
+/// order), then the rest by name, last first (the newest ordinals of StatefulSets; arbitrary
+/// but stable otherwise).
 pub fn choose(pods: &[Arc<Pod>], namespace: &str, job: &str, target: u32, min: u32, named: &[String]) -> Vec<Victim> {
     let mut live: Vec<&Pod> = pods
         .iter()
@@ -27,6 +28,7 @@ pub fn choose(pods: &[Arc<Pod>], namespace: &str, job: &str, target: u32, min: u
         .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
         .filter(|p| is_worker_of(p, job))
         .filter(|p| p.metadata.deletion_timestamp.is_none() && !translate::pod_is_finished(p))
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
         .collect();
     let keep = target.max(min) as usize;
     if live.len() <= keep {
@@ -36,8 +38,7 @@ pub fn choose(pods: &[Arc<Pod>], namespace: &str, job: &str, target: u32, min: u
     let rank = |p: &Pod| {
         let n = name(p);
         let named_at = named.iter().position(|x| *x == n).unwrap_or(usize::MAX);
-        let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-        (named_at, bound, std::cmp::Reverse(n))
+        (named_at, std::cmp::Reverse(n))
     };
     live.sort_by_key(|p| rank(p));
     let excess = live.len() - keep;
@@ -74,7 +75,7 @@ mod tests {
     }
 
     #[test]
-    fn named_first_then_unbound_then_last_by_name() {
+    fn named_first_then_last_by_name_and_pending_ones_are_left() {
         let pods = [
             worker("w-0", "wd", Some("n1"), false),
             worker("w-1", "wd", Some("n1"), false),
@@ -83,8 +84,8 @@ mod tests {
             worker("w-4", "wd", Some("n2"), false),
             worker("other-0", "other", Some("n1"), false),
         ];
-        let v = choose(&pods, "ml", "wd", 2, 1, &["w-1".to_string(), "gone".to_string()]);
-        assert_eq!(names(&v), ["w-1", "w-2", "w-4"]);
+        let v = choose(&pods, "ml", "wd", 1, 1, &["w-1".to_string(), "gone".to_string()]);
+        assert_eq!(names(&v), ["w-1", "w-4", "w-3"], "4 bound, keep 1; w-2 is pending");
         assert_eq!(v[0].uid.as_deref(), Some("uid-w-1"));
     }
 

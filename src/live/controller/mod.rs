@@ -112,7 +112,7 @@ pub async fn run(
         }
     });
 
-    let status_timeout = config.status_interval.min(Duration::from_secs(5));
+    let status_timeout = config.status_interval.min(config.master_timeout);
     let poller = Arc::new(Poller::new(status_timeout, config.status_interval * 3, metrics.clone(), changed.clone()));
     let factory = MasterClients { token, timeout: Duration::from_secs(5), retry: RetryPolicy::default() };
     let directory = Arc::new(JobDirectory {
@@ -179,7 +179,8 @@ pub async fn run(
     let actuator = Actuator {
         config: ActuatorConfig {
             release_deadline: config.controller.release_deadline,
-            command_timeout: Duration::from_secs(20),
+            // Three attempts and the jittered waits between them.
+            command_timeout: config.master_timeout * 3 + Duration::from_secs(5),
             max_backoff: Duration::from_secs(30),
         },
         client: client.clone(),
