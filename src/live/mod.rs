@@ -4,6 +4,7 @@ pub mod config;
 pub mod endpoint;
 pub mod lease;
 pub mod master;
+pub mod sampler;
 pub mod selector;
 pub mod translate;
 pub mod view;
