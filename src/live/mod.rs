@@ -5,6 +5,7 @@ pub mod controller;
 pub mod endpoint;
 pub mod lease;
 pub mod master;
+pub mod sampler;
 pub mod selector;
 pub mod translate;
 pub mod view;

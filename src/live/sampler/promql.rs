@@ -1,0 +1,222 @@
+//! Instant queries on a Prometheus server's HTTP API (`GET /api/v1/query`).
+//!
+//! A result is one number with the time Prometheus evaluated it at:
+//! - `scalar`: its value;
+//! - `vector` of one series: its value; of several series: their **sum** for a load (a query
+//!   left per pod or per instance adds up to the service's load) and their **maximum** for a
+//!   latency (p99s do not add; the worst one is the conservative reading); the oldest timestamp;
+//! - an empty `vector` is [`SampleError::NoSeries`] (nothing to go on: missing);
+//! - `status: error` is [`SampleError::Prometheus`] with Prometheus's own message;
+//! - `matrix` and `string` results are not numbers the controller can use.
+//!
+//! Values are checked by [`super::check_value`] (NaN, infinities, negative loads are errors).
+
+use std::time::Duration;
+
+use reqwest::Url;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use super::error::SampleError;
+use super::{body_excerpt, transport_error, Signal};
+use crate::core::Sample;
+
+#[derive(Deserialize)]
+struct ApiResponse {
+    status: String,
+    data: Option<QueryData>,
+    #[serde(rename = "errorType")]
+    error_type: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
+enum QueryData {
+    Vector(Vec<VectorSeries>),
+    Scalar(PromValue),
+    // What these hold is never used: the controller needs one number.
+    Matrix(#[allow(dead_code)] IgnoredAny),
+    String(#[allow(dead_code)] IgnoredAny),
+}
+
+/// One series of a vector; its labels are not needed.
+#[derive(Deserialize)]
+struct VectorSeries {
+    value: PromValue,
+}
+
+/// `[<unix seconds>, "<value>"]`: Prometheus sends values as strings ("NaN", "+Inf" included).
+#[derive(Deserialize)]
+struct PromValue(f64, String);
+
+impl PromValue {
+    fn sample(&self) -> Result<Sample, SampleError> {
+        let value = self
+            .1
+            .parse::<f64>()
+            .map_err(|_| SampleError::BadResponse(format!("value `{}` is not a number", self.1)))?;
+        let at = Duration::try_from_secs_f64(self.0)
+            .map_err(|_| SampleError::BadResponse(format!("timestamp {} is not a Unix time", self.0)))?;
+        Ok(Sample { at, value })
+    }
+}
+
+/// `<base>/api/v1/query?query=<query>&timeout=<timeout>`; a base with a path (a Prometheus
+/// behind a prefix, `http://host/prometheus`) keeps it.
+pub(crate) fn query_url(base: &Url, query: &str, timeout: Duration) -> Url {
+    let mut url = base.clone();
+    let path = format!("{}/api/v1/query", base.path().trim_end_matches('/'));
+    url.set_path(&path);
+    url.query_pairs_mut()
+        .clear()
+        .append_pair("query", query)
+        // Prometheus gives up on its side too rather than computing an answer nobody waits for.
+        .append_pair("timeout", &format!("{}ms", timeout.as_millis()));
+    url
+}
+
+/// Turns an API answer (HTTP status and body) into one sample, unchecked.
+pub(crate) fn parse_response(status: u16, body: &[u8], signal: Signal) -> Result<Sample, SampleError> {
+    let response: ApiResponse = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        // Prometheus answers errors (400, 422, 503) with a JSON body too; anything else is
+        // something in front of it (a proxy, the wrong port).
+        Err(_) if !(200..300).contains(&status) => {
+            return Err(SampleError::Status { status, body: body_excerpt(body) })
+        }
+        Err(e) => return Err(SampleError::BadResponse(format!("not a Prometheus API answer: {e}"))),
+    };
+    if response.status != "success" {
+        return Err(SampleError::Prometheus {
+            error_type: response.error_type.unwrap_or_else(|| "an error".into()),
+            message: response.error.unwrap_or_else(|| format!("status `{}`", response.status)),
+        });
+    }
+    match response.data {
+        None => Err(SampleError::BadResponse("no `data` in a successful answer".into())),
+        Some(QueryData::Scalar(v)) => v.sample(),
+        Some(QueryData::Vector(series)) => combine(&series, signal),
+        Some(QueryData::Matrix(_)) => Err(SampleError::BadResponse(
+            "the query returns a range vector (matrix); give an instant query, e.g. wrap it in rate()".into(),
+        )),
+        Some(QueryData::String(_)) => Err(SampleError::BadResponse("the query returns a string".into())),
+    }
+}
+
+fn combine(series: &[VectorSeries], signal: Signal) -> Result<Sample, SampleError> {
+    let samples = series.iter().map(|s| s.value.sample()).collect::<Result<Vec<_>, _>>()?;
+    let at = samples.iter().map(|s| s.at).min().ok_or(SampleError::NoSeries)?;
+    let values = samples.iter().map(|s| s.value);
+    let value = match signal {
+        Signal::Load => values.sum(),
+        Signal::Latency => values.fold(f64::NEG_INFINITY, f64::max),
+    };
+    Ok(Sample { at, value })
+}
+
+/// Runs one instant query.
+pub(crate) async fn query(
+    http: &reqwest::Client,
+    base: &Url,
+    query: &str,
+    signal: Signal,
+    timeout: Duration,
+) -> Result<Sample, SampleError> {
+    let response = http.get(query_url(base, query, timeout)).send().await.map_err(transport_error)?;
+    let status = response.status().as_u16();
+    let body = response.bytes().await.map_err(transport_error)?;
+    parse_response(status, &body, signal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (timestamp, value): `Sample` has no `PartialEq`.
+    fn parse(body: &str, signal: Signal) -> Result<(Duration, f64), SampleError> {
+        parse_at(200, body, signal)
+    }
+
+    fn parse_at(status: u16, body: &str, signal: Signal) -> Result<(Duration, f64), SampleError> {
+        parse_response(status, body.as_bytes(), signal).map(|s| (s.at, s.value))
+    }
+
+    #[test]
+    fn a_vector_of_one_series_is_its_value_at_its_own_timestamp() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{},"value":[1700000000.25,"1234.5"]}]}}"#;
+        assert_eq!(parse(body, Signal::Load), Ok((Duration::from_millis(1_700_000_000_250), 1234.5)));
+    }
+
+    #[test]
+    fn several_series_add_up_for_load_and_take_the_worst_for_latency() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"pod":"a"},"value":[101,"10"]},
+            {"metric":{"pod":"b"},"value":[100,"0.25"]},
+            {"metric":{"pod":"c"},"value":[101,"5"]}]}}"#;
+        assert_eq!(parse(body, Signal::Load), Ok((Duration::from_secs(100), 15.25)));
+        assert_eq!(parse(body, Signal::Latency), Ok((Duration::from_secs(100), 10.0)));
+    }
+
+    #[test]
+    fn a_scalar_is_its_value() {
+        let body = r#"{"status":"success","data":{"resultType":"scalar","result":[1700000000,"0.042"]}}"#;
+        assert_eq!(parse(body, Signal::Latency), Ok((Duration::from_secs(1_700_000_000), 0.042)));
+    }
+
+    #[test]
+    fn an_empty_vector_is_missing() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        assert_eq!(parse(body, Signal::Load), Err(SampleError::NoSeries));
+    }
+
+    #[test]
+    fn nan_and_infinities_parse_so_that_the_value_check_can_reject_them() {
+        for (text, check) in [("NaN", f64::is_nan as fn(f64) -> bool), ("+Inf", f64::is_infinite)] {
+            let body = format!(r#"{{"status":"success","data":{{"resultType":"scalar","result":[1,"{text}"]}}}}"#);
+            assert!(check(parse(&body, Signal::Load).unwrap().1), "{text}");
+        }
+        let body = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"-Inf"]}}"#;
+        assert_eq!(parse(body, Signal::Load), Ok((Duration::from_secs(1), f64::NEG_INFINITY)));
+    }
+
+    #[test]
+    fn a_prometheus_error_carries_its_message_whatever_the_http_status() {
+        let body = r#"{"status":"error","errorType":"bad_data","error":"1:6: parse error: unclosed left parenthesis"}"#;
+        let expected = Err(SampleError::Prometheus {
+            error_type: "bad_data".into(),
+            message: "1:6: parse error: unclosed left parenthesis".into(),
+        });
+        assert_eq!(parse_at(400, body, Signal::Load), expected);
+        assert_eq!(parse(body, Signal::Load), expected);
+    }
+
+    #[test]
+    fn something_that_is_not_prometheus_is_named_by_its_status_or_the_parse_error() {
+        assert_eq!(
+            parse_at(502, "<html>Bad Gateway</html>", Signal::Load),
+            Err(SampleError::Status { status: 502, body: "<html>Bad Gateway</html>".into() })
+        );
+        let err = parse("<html>hello</html>", Signal::Load).unwrap_err();
+        assert!(matches!(&err, SampleError::BadResponse(m) if m.starts_with("not a Prometheus API answer")), "{err}");
+        let matrix = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+        assert!(matches!(parse(matrix, Signal::Load), Err(SampleError::BadResponse(m)) if m.contains("range vector")));
+        let bad_value = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"many"]}}"#;
+        assert_eq!(
+            parse(bad_value, Signal::Load),
+            Err(SampleError::BadResponse("value `many` is not a number".into()))
+        );
+    }
+
+    #[test]
+    fn the_query_url_keeps_a_path_prefix_and_encodes_the_query() {
+        let base = Url::parse("http://prom.monitoring:9090/prometheus/").unwrap();
+        let url = query_url(&base, "sum(rate(x{a=\"b\"}[1m]))", Duration::from_secs(5));
+        assert_eq!(url.path(), "/prometheus/api/v1/query");
+        let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        assert_eq!(pairs, [("query".into(), "sum(rate(x{a=\"b\"}[1m]))".into()), ("timeout".into(), "5000ms".into())]);
+        let plain = query_url(&Url::parse("http://127.0.0.1:9090").unwrap(), "up", Duration::from_millis(1500));
+        assert_eq!(plain.as_str(), "http://127.0.0.1:9090/api/v1/query?query=up&timeout=1500ms");
+    }
+}
