@@ -15,14 +15,15 @@ use tokio::sync::{watch, Notify};
 use super::actuator::{Actuation, Bounded};
 use super::jobs::JobDirectory;
 use super::poller::Poller;
-use super::services::{Reading, ServiceDirectory};
+use super::services::ServiceDirectory;
 use crate::core::Core;
+use crate::live::sampler::ServiceReading;
 use crate::live::view::{self, Inputs, JobSource};
 use crate::live::watch::Caches;
 use crate::telemetry::Metrics;
 
 /// Where service readings come from (the sampler; nothing when no service has a source).
-pub type ReadingsFn = Box<dyn Fn(SystemTime) -> BTreeMap<String, Reading> + Send + Sync>;
+pub type ReadingsFn = Box<dyn Fn(SystemTime) -> BTreeMap<String, ServiceReading> + Send + Sync>;
 
 pub struct Decider {
     pub core: Core,

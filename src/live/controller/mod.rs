@@ -38,6 +38,7 @@ use crate::core::Core;
 use crate::live::config::RunConfig;
 use crate::live::lease::{default_identity, LeaderElector, LeaseConfig};
 use crate::live::master::{ClientConfigError, RetryPolicy};
+use crate::live::sampler::Sampler;
 use crate::live::watch::{Caches, WatchStats};
 use crate::telemetry::{self, Health, Metrics};
 
@@ -53,6 +54,8 @@ pub enum StartError {
     MasterToken(#[from] ClientConfigError),
     #[error("leader election: {0}")]
     Lease(String),
+    #[error(transparent)]
+    Sampler(#[from] crate::live::sampler::SamplerError),
     #[error("the reflectors stopped before listing the cluster")]
     ReflectorsStopped,
 }
@@ -84,6 +87,17 @@ pub async fn run(
     let token = match &config.master_token_file {
         Some(path) => Some(read_token(path)?),
         None => None,
+    };
+    let sources = config.services.iter().any(|s| s.load.is_some() || s.latency_p99.is_some());
+    let sampler = match sources {
+        true => Some(Arc::new(Sampler::new(
+            &config.services,
+            config.prometheus_url.as_deref(),
+            config.sample_stale_after,
+            config.controller.trend_window,
+            metrics.clone(),
+        )?)),
+        false => None,
     };
     let changed = Arc::new(Notify::new());
     let stats = Arc::new(WatchStats::default());
@@ -162,6 +176,14 @@ pub async fn run(
             }
         }
     });
+    let sampling = tokio::spawn({
+        let (sampler, interval, stopped) = (sampler.clone(), config.sample_interval, stopped());
+        async move {
+            if let Some(s) = sampler {
+                s.run(interval, stopped).await;
+            }
+        }
+    });
     let stats_sync = tokio::spawn({
         let (metrics, stats, stopped) = (metrics.clone(), stats.clone(), stopped());
         async move {
@@ -197,7 +219,10 @@ pub async fn run(
         jobs: directory.clone(),
         poller: poller.clone(),
         services: ServiceDirectory::new(client.clone(), config.services.clone()),
-        readings: Box::new(|_| BTreeMap::new()),
+        readings: match sampler {
+            Some(s) => Box::new(move |now| s.readings(now)),
+            None => Box::new(|_| BTreeMap::new()),
+        },
         metrics: metrics.clone(),
         leader: elector.subscribe(),
         dry_run: config.dry_run,
@@ -209,7 +234,7 @@ pub async fn run(
     poller.poll(&directory.jobs().0).await;
     decider.run(changed, config.tick, config.debounce, stopped()).await;
 
-    for task in [polling, stats_sync] {
+    for task in [polling, sampling, stats_sync] {
         let _ = task.await;
     }
     let _ = actuating.await;

@@ -12,21 +12,14 @@ use kube::api::{DynamicObject, GroupVersionKind};
 use kube::discovery::pinned_kind;
 use kube::{Api, Client};
 
-use crate::core::Sample;
 use crate::live::config::ServiceSource;
+use crate::live::sampler::ServiceReading;
 use crate::live::selector::LabelSelector;
 use crate::live::view::OnlineService;
 
 /// A resolved selector is re-read this often (a Deployment's selector is immutable, but the
 /// HPA may be pointed at another target).
 const SELECTOR_TTL: Duration = Duration::from_secs(300);
-
-/// What the sampler knows about one service now.
-#[derive(Clone, Debug, Default)]
-pub struct Reading {
-    pub load: Vec<Sample>,
-    pub p99: Option<Duration>,
-}
 
 /// The scale target an HPA points at.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -107,7 +100,7 @@ impl ServiceDirectory {
     pub fn services(
         &self,
         hpas: &[Arc<HorizontalPodAutoscaler>],
-        readings: &BTreeMap<String, Reading>,
+        readings: &BTreeMap<String, ServiceReading>,
     ) -> (Vec<OnlineService>, Vec<String>) {
         let cache = self.lock();
         let mut problems = Vec::new();
