@@ -1,0 +1,359 @@
+//! The Helm chart (`charts/colocate`), rendered by a real Helm: `helm lint --strict`, golden
+//! manifests, Kubernetes schema validation (kubernetes-validate), the rendered configuration
+//! accepted by `colocate check-config`, bad values refused with a message naming them, and the
+//! same output from Helm 3. The install into a real API server is tests/chart_install.rs.
+//!
+//! Golden files: `tests/golden/chart/<case>.yaml`; `UPDATE_GOLDEN=1 cargo test --release --test
+//! chart` rewrites them after an intended change (review the diff).
+
+mod chart_support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use chart_support::{documents, helm, helm3, kinds, object, output, run, template, template_with, NAMESPACE};
+use serde_json::{json, Value};
+
+/// Render cases: name and `helm template` arguments. Every `ci/*-values.yaml` is one more case.
+fn cases() -> Vec<(String, Vec<String>)> {
+    let mut cases = vec![
+        ("default".to_string(), vec![]),
+        // `auto` monitoring objects appear when the cluster serves their CRDs.
+        (
+            "monitoring-auto".to_string(),
+            ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"]
+                .into_iter()
+                .chain(["--api-versions", "monitoring.coreos.com/v1/PrometheusRule"])
+                .map(String::from)
+                .collect(),
+        ),
+    ];
+    let dir = chart_support::chart_dir().join("ci");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("-values.yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "expected the ci/*-values.yaml cases in {}", dir.display());
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().trim_end_matches("-values.yaml").to_string();
+        cases.push((name, vec!["-f".to_string(), f.display().to_string()]));
+    }
+    cases
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The arguments `helm lint` takes: it has no `--api-versions` (it lints the values only).
+fn lint_args(v: &[String]) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut it = v.iter();
+    while let Some(a) = it.next() {
+        if a == "--api-versions" {
+            it.next();
+        } else {
+            out.push(a.as_str());
+        }
+    }
+    out
+}
+
+fn golden_path(case: &str) -> PathBuf {
+    chart_support::repo().join("tests/golden/chart").join(format!("{case}.yaml"))
+}
+
+#[test]
+fn lint_strict_passes_for_every_case() {
+    for (case, a) in cases() {
+        let out =
+            run(Command::new(helm()).args(["lint", "--strict"]).arg(chart_support::chart_dir()).args(lint_args(&a)));
+        assert!(out.contains("0 chart(s) failed"), "{case}: {out}");
+    }
+}
+
+#[test]
+fn renders_match_the_golden_manifests() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
+    let mut stale = Vec::new();
+    for (case, a) in cases() {
+        let rendered = template(&args(&a));
+        let path = golden_path(&case);
+        if update {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &rendered).unwrap();
+            continue;
+        }
+        let golden = std::fs::read_to_string(&path).unwrap_or_default();
+        if golden != rendered {
+            let first = golden.lines().zip(rendered.lines()).position(|(g, r)| g != r);
+            let line = first.unwrap_or(golden.lines().count().min(rendered.lines().count()));
+            stale.push(format!(
+                "{case}: {} differs from line {}:\n  golden:   {}\n  rendered: {}",
+                path.display(),
+                line + 1,
+                golden.lines().nth(line).unwrap_or("<end>"),
+                rendered.lines().nth(line).unwrap_or("<end>")
+            ));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{}\nIf the change is intended: UPDATE_GOLDEN=1 cargo test --release --test chart, and review the diff",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn renders_validate_against_kubernetes_schemas() {
+    let kv = chart_support::kubernetes_validate();
+    let dir = tempfile::tempdir().unwrap();
+    for (case, a) in cases() {
+        let rendered = template(&args(&a));
+        let file = dir.path().join(format!("{case}.yaml"));
+        std::fs::write(&file, &rendered).unwrap();
+        // The oldest version the chart claims (Chart.yaml kubeVersion) and the newest known.
+        for version in ["1.25.0", "1.37.0"] {
+            let out = output(Command::new(&kv).args(["--strict", "--quiet", "-k", version]).arg(&file));
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            // Prometheus Operator kinds have no built-in schema; they are checked below.
+            let unexpected: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .filter(|l| {
+                    !(l.starts_with("WARN") && (l.contains("kind ServiceMonitor") || l.contains("kind PrometheusRule")))
+                })
+                .collect();
+            assert!(out.status.success() && unexpected.is_empty(), "{case} against {version}:\n{text}");
+        }
+        for doc in documents(&rendered) {
+            if doc["apiVersion"] == "monitoring.coreos.com/v1" {
+                check_monitoring_object(&case, &doc);
+            }
+        }
+    }
+}
+
+/// What the Prometheus Operator needs of the two custom resources the chart renders.
+fn check_monitoring_object(case: &str, doc: &Value) {
+    let spec = &doc["spec"];
+    match doc["kind"].as_str() {
+        Some("ServiceMonitor") => {
+            let endpoint = &spec["endpoints"][0];
+            assert_eq!(endpoint["port"], "metrics", "{case}: {doc}");
+            assert_eq!(endpoint["path"], "/metrics", "{case}");
+            assert_eq!(endpoint["honorLabels"], true, "{case}: the controller's job/service labels must win");
+            assert_eq!(spec["selector"]["matchLabels"]["app.kubernetes.io/name"], "colocate", "{case}");
+        }
+        Some("PrometheusRule") => {
+            let groups = spec["groups"].as_array().unwrap_or_else(|| panic!("{case}: no groups: {doc}"));
+            for rule in groups.iter().flat_map(|g| g["rules"].as_array().unwrap()) {
+                assert!(rule["expr"].is_string(), "{case}: {rule}");
+                assert!(rule["record"].is_string() ^ rule["alert"].is_string(), "{case}: {rule}");
+            }
+        }
+        other => panic!("{case}: unexpected monitoring kind {other:?}"),
+    }
+}
+
+/// The config.yaml of the rendered ConfigMap.
+fn rendered_config(rendered: &str) -> String {
+    let docs = documents(rendered);
+    let cm = object(&docs, "ConfigMap", "colocate");
+    cm["data"]["config.yaml"].as_str().expect("config.yaml in the ConfigMap").to_string()
+}
+
+fn check_config(text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, text).unwrap();
+    run(Command::new(env!("CARGO_BIN_EXE_colocate")).arg("check-config").arg(&path))
+}
+
+#[test]
+fn rendered_configuration_is_accepted_by_check_config() {
+    for (case, a) in cases() {
+        let out = check_config(&rendered_config(&template(&args(&a))));
+        assert!(out.contains("metrics_addr: 0.0.0.0:8080"), "{case}: {out}");
+    }
+    // The chart's defaults are the controller's: the same effective decision settings as an
+    // empty file (values.yaml repeats them so that they are documented where they are set).
+    let section = |out: &str| out.split("run:").next().unwrap().to_string();
+    let chart_defaults = check_config(&rendered_config(&template(&[])));
+    assert_eq!(section(&chart_defaults), section(&check_config("{}\n")), "values.yaml drifted from src/core/config.rs");
+    // The full case reaches the file as written.
+    let full_values = chart_support::chart_dir().join("ci/full-values.yaml").display().to_string();
+    let full = check_config(&rendered_config(&template(&["-f", &full_values])));
+    for expected in [
+        "target_utilization: 0.85",
+        "dry_run: true",
+        "master_token_file: /var/run/secrets/colocate/token",
+        "prometheus_url: http://prometheus-operated.monitoring:9090",
+        "web/nginx: pods by HPA nginx, p99 SLO 250ms",
+        "web/api: pods by selector app=api,tier!=canary, p99 SLO 100ms",
+    ] {
+        assert!(full.contains(expected), "no `{expected}` in:\n{full}");
+    }
+}
+
+/// (helm arguments, text the error must contain). Values files are written from the YAML given.
+fn bad_values() -> Vec<(Vec<String>, &'static str)> {
+    let set = |s: &str| vec!["--set".to_string(), s.to_string()];
+    vec![
+        // The acceptance example, from a values file (schema) and from --set (template check).
+        (vec!["-f".into(), "config:\n  controller:\n    target_utilization: 1.5\n".into()], "/config/controller/target_utilization"),
+        (set("config.controller.target_utilization=1.5"), "config.controller.target_utilization: 1.5 is outside [0, 1]"),
+        (set("config.controller.safety_margin=0.95"), "config.controller.safety_margin: 0.95 is outside [0, 0.9]"),
+        (set("config.controller.target_utilisation=0.8"), "additional properties 'target_utilisation' not allowed"),
+        (set("config.controller.grow_payback=15"), "config.controller.grow_payback: `15` has no unit"),
+        (set("config.controller.trend_window=0s"), "config.controller.trend_window: must be longer than 0s"),
+        (set("config.controller.grow_max_step=0"), "/config/controller/grow_max_step"),
+        (set("config.controller.latency_slack_shrink=0.5"), "latency_slack_shrink: 0.5 is above latency_slack_hold"),
+        (set("config.run.tick=10"), "config.run.tick: `10` has no unit"),
+        (set("config.run.log_format=xml"), "/config/run/log_format"),
+        (set("config.run.metrics_addr=0.0.0.0:9090"), "additional properties 'metrics_addr' not allowed"),
+        (set("config.services[0].name=a,config.services[0].namespace=web"), "config.services[0].hpa: give an HPA name or a selector"),
+        (
+            set("config.services[0].name=a,config.services[0].namespace=web,config.services[0].hpa=a,config.services[0].selector=app=a"),
+            "config.services[0].selector: give an HPA name or a selector, not both",
+        ),
+        (
+            set("config.services[0].name=a,config.services[0].namespace=web,config.services[0].hpa=a,config.services[0].load.promql=up"),
+            "config.services[0].load: a promql source needs config.run.prometheus_url",
+        ),
+        (
+            set("config.services[0].name=a,config.services[0].namespace=web,config.services[0].hpa=a,config.services[0].latency_p99.scrape.url=http://a/metrics,config.services[0].latency_p99.scrape.metric=p99"),
+            "config.services[0].slo_p99: a latency_p99 source needs the SLO",
+        ),
+        (set("replicaCount=0"), "/replicaCount"),
+        (set("podAntiAffinity=always"), "/podAntiAffinity"),
+        (set("rbac.jobNamespaces[0]=Not_A_Namespace"), "/rbac/jobNamespaces/0"),
+        (set("metrics.serviceMonitor.enabled=maybe"), "/metrics/serviceMonitor/enabled"),
+        (set("serviceAccount.create=false"), "serviceAccount.name: name the existing ServiceAccount"),
+    ]
+}
+
+#[test]
+fn bad_values_fail_with_a_message_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (mut a, expected)) in bad_values().into_iter().enumerate() {
+        if a[0] == "-f" {
+            let file = dir.path().join(format!("bad-{i}.yaml"));
+            std::fs::write(&file, &a[1]).unwrap();
+            a[1] = file.display().to_string();
+        }
+        match template_with(&helm(), &args(&a)) {
+            Ok(_) => panic!("helm template {a:?} succeeded; expected an error containing `{expected}`"),
+            Err(e) => assert!(e.contains(expected), "helm template {a:?}: expected `{expected}` in:\n{e}"),
+        }
+    }
+}
+
+#[test]
+fn default_install_is_hardened_and_highly_available() {
+    let docs = documents(&template(&[]));
+    let deploy = object(&docs, "Deployment", "colocate");
+    let pod = &deploy["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(deploy["spec"]["replicas"], 2, "two replicas with leader election");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    let sc = &c["securityContext"];
+    assert_eq!((&sc["allowPrivilegeEscalation"], &sc["readOnlyRootFilesystem"]), (&json!(false), &json!(true)));
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["args"], json!(["run", "--config=/etc/colocate/config.yaml"]));
+    let env: BTreeMap<&str, &str> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["valueFrom"]["fieldRef"]["fieldPath"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(env.get("POD_NAME"), Some(&"metadata.name"), "lease identity from the downward API");
+    assert_eq!(env.get("POD_NAMESPACE"), Some(&"metadata.namespace"), "lease namespace from the downward API");
+    assert!(c["resources"]["requests"]["cpu"].is_string() && c["resources"]["limits"]["memory"].is_string());
+    let anti = &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(anti["podAffinityTerm"]["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(object(&docs, "PodDisruptionBudget", "colocate")["spec"]["minAvailable"], 1);
+    let svc = object(&docs, "Service", "colocate");
+    assert_eq!(svc["spec"]["ports"][0]["name"], "metrics");
+    assert_eq!(object(&docs, "Role", "colocate-lease")["metadata"]["namespace"], NAMESPACE);
+    // Off unless asked for or their CRDs are served.
+    for kind in ["ServiceMonitor", "PrometheusRule", "PriorityClass"] {
+        assert!(!docs.iter().any(|d| d["kind"] == kind), "{kind} rendered by default: {}", kinds(&docs));
+    }
+}
+
+#[test]
+fn prometheus_rule_carries_the_plain_rules_file_plus_alert_labels() {
+    let docs = documents(&template(&[
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+        "--set",
+        "metrics.prometheusRule.alertLabels.team=ml",
+    ]));
+    let rule = object(&docs, "PrometheusRule", "colocate");
+    let path = chart_support::chart_dir().join("files/rules/colocate.rules.yml");
+    let mut file = documents(&std::fs::read_to_string(&path).unwrap()).remove(0);
+    for group in file["groups"].as_array_mut().unwrap() {
+        for r in group["rules"].as_array_mut().unwrap() {
+            if r.get("alert").is_some() {
+                r["labels"]["team"] = json!("ml");
+            }
+        }
+    }
+    assert_eq!(rule["spec"]["groups"], file["groups"], "the PrometheusRule differs from {}", path.display());
+}
+
+#[test]
+fn grafana_dashboard_configmaps_carry_the_dashboard_files() {
+    let docs = documents(&template(&["--set", "grafanaDashboards.enabled=true"]));
+    for name in ["cluster", "controller"] {
+        let cm = object(&docs, "ConfigMap", &format!("colocate-dashboard-{name}"));
+        assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+        let file = format!("colocate-{name}.json");
+        let want = std::fs::read_to_string(chart_support::chart_dir().join("files/dashboards").join(&file)).unwrap();
+        assert_eq!(cm["data"][&file].as_str().map(str::trim_end), Some(want.trim_end()), "{file}");
+    }
+}
+
+#[test]
+fn helm3_lints_and_renders_the_same_manifests() {
+    let helm3 = helm3();
+    for (case, a) in cases() {
+        let out =
+            run(Command::new(&helm3).args(["lint", "--strict"]).arg(chart_support::chart_dir()).args(lint_args(&a)));
+        assert!(out.contains("0 chart(s) failed"), "helm 3 lint {case}: {out}");
+        let rendered = template_with(&helm3, &args(&a)).unwrap_or_else(|e| panic!("helm 3 template {case}: {e}"));
+        assert!(rendered == template(&args(&a)), "{case}: Helm 3 renders differently from Helm 4");
+    }
+    let bad = template_with(&helm3, &["--set", "config.controller.target_utilization=1.5"]);
+    assert!(bad.is_err_and(|e| e.contains("1.5 is outside [0, 1]")));
+}
+
+#[test]
+fn readme_documents_every_value() {
+    let values = documents(&std::fs::read_to_string(chart_support::chart_dir().join("values.yaml")).unwrap()).remove(0);
+    let readme = std::fs::read_to_string(chart_support::chart_dir().join("README.md")).unwrap();
+    let rows: Vec<&str> = readme.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).collect();
+    let mut missing = Vec::new();
+    let mut stack = vec![(String::new(), &values)];
+    while let Some((path, v)) = stack.pop() {
+        // A key is documented by its own row or by a row of a map containing it.
+        if !path.is_empty() && rows.iter().any(|r| path == *r || path.starts_with(&format!("{r}."))) {
+            continue;
+        }
+        match v.as_object() {
+            Some(m) if !m.is_empty() => {
+                let prefix = if path.is_empty() { String::new() } else { format!("{path}.") };
+                stack.extend(m.iter().map(|(k, v)| (format!("{prefix}{k}"), v)));
+            }
+            _ => missing.push(path),
+        }
+    }
+    assert!(missing.is_empty(), "values without a row in charts/colocate/README.md: {missing:?}");
+}
