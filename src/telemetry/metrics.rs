@@ -504,6 +504,19 @@ impl Metrics {
         }
     }
 
+    /// Creates a job's counters at 0 when it is first discovered, so that `increase()` in
+    /// alerts sees its first forced preemption.
+    pub fn job_discovered(&self, job: &str) {
+        let _ = self.forced.get_or_create(&[("job", job.to_string())]);
+    }
+
+    /// Creates a service source's counters at 0 (same reason).
+    pub fn source_configured(&self, service: &str, source: &str) {
+        let labels = [("service", service.to_string()), ("source", source.to_string())];
+        let _ = self.samples_stale.get_or_create(&labels);
+        let _ = self.sample_errors.get_or_create(&labels);
+    }
+
     /// Whether `job`'s master answered its last status request.
     pub fn set_master_up(&self, job: &str, up: bool) {
         self.master_up.get_or_create(&[("job", job.to_string())]).set(i64::from(up));
@@ -512,6 +525,7 @@ impl Metrics {
     /// Drops the series of a job that is no longer discovered.
     pub fn forget_job(&self, job: &str) {
         self.master_up.remove(&[("job", job.to_string())]);
+        self.forced.remove(&[("job", job.to_string())]);
     }
 
     /// Counts `pods` worker pods of `job` deleted by the controller past a deadline.

@@ -182,6 +182,53 @@ impl Testbed {
         tb
     }
 
+    /// Kills the kube-apiserver (SIGKILL: every watch breaks mid-stream, as when a control-plane
+    /// node dies) and starts it again with the same command line, recording the new pid for
+    /// teardown; returns once `/readyz` answers again. Panics on an external cluster.
+    pub fn restart_apiserver(&self) {
+        let dir = self.dir().expect("restart_apiserver needs a test bed this process started");
+        let pids_file = dir.join("pids");
+        let pids = std::fs::read_to_string(&pids_file).expect("pids file");
+        let pid: u32 = pids
+            .lines()
+            .find_map(|l| l.strip_prefix("kube-apiserver "))
+            .and_then(|p| p.trim().parse().ok())
+            .expect("kube-apiserver in the pids file");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("apiserver command line");
+        let args: Vec<String> =
+            cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into()).collect();
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = std::fs::File::create(dir.join("logs/kube-apiserver.restarted.log")).expect("log file");
+        let child = Command::new(&args[0])
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("restart kube-apiserver");
+        let new_pid = child.id();
+        // Not waited on here: down.sh stops it by the recorded pid like the others.
+        std::mem::forget(child);
+        let updated: String = pids
+            .lines()
+            .map(|l| if l.starts_with("kube-apiserver ") { format!("kube-apiserver {new_pid}") } else { l.to_string() })
+            .map(|l| l + "\n")
+            .collect();
+        std::fs::write(&pids_file, updated).expect("update pids file");
+        let start = Instant::now();
+        loop {
+            let ok = self.kubectl().args(["get", "--raw", "/readyz"]).output().is_ok_and(|o| o.status.success());
+            if ok {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "kube-apiserver not ready again within 60 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Whether this is an existing cluster from `COLOCATE_TEST_KUBECONFIG` (nothing to tear down).
     pub fn is_external(&self) -> bool {
         self.owned.is_none()

@@ -61,7 +61,10 @@ impl Poller {
         }
         for (job, result) in results {
             let key = job.key();
-            let entry = entries.entry(key.clone()).or_insert(Entry { status: None, at: None, error: None });
+            let entry = entries.entry(key.clone()).or_insert_with(|| {
+                self.metrics.job_discovered(&key);
+                Entry { status: None, at: None, error: None }
+            });
             self.metrics.set_master_up(&key, result.is_ok());
             match result {
                 Ok(status) => {

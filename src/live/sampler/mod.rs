@@ -130,6 +130,13 @@ impl Sampler {
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()
             .map_err(|e| SamplerError::Http(error_chain(&e)))?;
+        for s in &services {
+            for (signal, present) in [(Signal::Load, s.load.is_some()), (Signal::Latency, s.latency.is_some())] {
+                if present {
+                    metrics.source_configured(&s.key, signal.label());
+                }
+            }
+        }
         Ok(Sampler { http, services, stale_after, history, timeout: DEFAULT_TIMEOUT, metrics })
     }
 

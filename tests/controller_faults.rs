@@ -1,0 +1,206 @@
+//! `colocate run` when things around it break, on the real control plane: masters that fail,
+//! hang or ignore their deadline; Prometheus down; the apiserver restarting under the watches;
+//! the leader killed. Each test checks the defined behaviour, the metric that reports it, and
+//! that no job is left below its floor or changed half-way.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
+use support::testbed::{node_manifest, Testbed};
+
+const FLAGS: &[&str] =
+    &["--tick", "1s", "--status-interval", "500ms", "--lease-duration", "3s", "--master-timeout", "1s"];
+
+async fn bed() -> Testbed {
+    tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling")).await.unwrap()
+}
+
+async fn nodes_and_nginx(bed: &Testbed) -> kube::Client {
+    for n in ["node-a", "node-b"] {
+        bed.kubectl_apply(&node_manifest(n, "8", "64Gi"));
+    }
+    let client = cluster::client(bed).await;
+    cluster::nginx(bed, 2, None);
+    set_hpa(&client, 2, 2).await;
+    cluster::namespace(bed, "ml");
+    client
+}
+
+/// Bound workers per job, sampled until `for_how_long`; returns the lowest seen per job.
+async fn lowest_bound_workers(client: &kube::Client, jobs: &[&str], for_how_long: Duration) -> BTreeMap<String, usize> {
+    let mut lowest = BTreeMap::new();
+    let end = tokio::time::Instant::now() + for_how_long;
+    while tokio::time::Instant::now() < end {
+        for j in jobs {
+            let (bound, _) = pod_counts(client, "ml", &format!("colocate.dev/job={j}")).await;
+            let l = lowest.entry(j.to_string()).or_insert(bound);
+            *l = (*l).min(bound);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    lowest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_masters_are_bounded_by_the_deadline_and_floors_hold() {
+    let bed = bed().await;
+    let client = nodes_and_nginx(&bed).await;
+    // 14 workers + 2 NGINX on 16 CPU. None of the three masters does what it is asked.
+    let fails = ElasticJob::start(&bed, &client, "ml", "ja", (2, 12, 5), Behaviour::Fails, None).await;
+    let hangs = ElasticJob::start(&bed, &client, "ml", "jb", (2, 12, 5), Behaviour::Hangs, None).await;
+    let ignores = ElasticJob::start(&bed, &client, "ml", "jc", (2, 12, 4), Behaviour::Ignores, None).await;
+    eventually(Duration::from_secs(60), "14 workers bound", || {
+        let client = client.clone();
+        async move { (pod_counts(&client, "ml", "colocate.dev/role=worker").await.0 == 14).then_some(()) }
+    })
+    .await;
+    let config = "controller:\n  release_deadline: 4s\nservices:\n  - {name: nginx, namespace: web, hpa: nginx}\n";
+    let controller = Controller::start(&bed, config, FLAGS).await;
+    // A spike big enough that every job must give up workers.
+    set_hpa(&client, 2, 10).await;
+
+    let lowest = lowest_bound_workers(&client, &["ja", "jb", "jc"], Duration::from_secs(14)).await;
+    for (job, n) in &lowest {
+        assert!(*n >= 2, "job {job} went down to {n} bound workers, below its floor of 2");
+    }
+    let m = controller.metrics().await;
+    let value = |s: &str| cluster::metric_value(&m, s);
+    assert!(value("colocate_actuations_total{outcome=\"error\",error=\"server_error\"}") >= 1.0, "{m}");
+    assert!(value("colocate_actuations_total{outcome=\"error\",error=\"timeout\"}") >= 1.0, "{m}");
+    for job in ["ml/ja", "ml/jb", "ml/jc"] {
+        let forced = value(&format!("colocate_forced_preemptions_total{{job=\"{job}\"}}"));
+        assert!(forced >= 1.0, "no forced preemption counted for {job}:\n{m}");
+    }
+    assert!(!fails.commands().is_empty() && !hangs.commands().is_empty() && !ignores.commands().is_empty());
+    // Nothing half-applied: the controller never touched the jobs' own objects, only deleted
+    // pods past deadlines; the masters that did not act left their Deployments as they were.
+    for (name, replicas) in [("ja-workers", 5), ("jb-workers", 5), ("jc-workers", 4)] {
+        assert_eq!(deployment_replicas(&client, "ml", name).await, replicas, "{name} changed");
+    }
+    let reasons = bed.kubectl_run(&["get", "events.events.k8s.io", "-n", "ml", "-o", "jsonpath={.items[*].reason}"]);
+    assert!(reasons.contains("ForcedPreemption"), "no ForcedPreemption event: {reasons}");
+    assert!(controller.logs().contains("shrink deadline passed"), "forced deletion not logged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_down_holds_growth_and_is_reported() {
+    let bed = bed().await;
+    let client = nodes_and_nginx(&bed).await;
+    let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
+    // Nothing listens on port 9: every query fails, so the p99 is unknown.
+    let config = "\
+controller:
+  grow_stabilization: 2s
+run:
+  prometheus_url: http://127.0.0.1:9
+  sample_interval: 500ms
+  sample_stale_after: 2s
+services:
+  - name: nginx
+    namespace: web
+    hpa: nginx
+    slo_p99: 200ms
+    latency_p99: {promql: 'histogram_quantile(0.99, sum(rate(nginx_request_seconds_bucket[1m])) by (le))'}
+";
+    let controller = Controller::start(&bed, config, FLAGS).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let m = controller.metrics().await;
+    let errors = cluster::metric_value(&m, "colocate_sample_errors_total{service=\"web/nginx\",source=\"latency\"}");
+    assert!(errors >= 3.0, "sampling errors not counted:\n{m}");
+    assert!(
+        a.commands().iter().all(|c| c.reason != "grow" && c.reason != "start"),
+        "grew with unknown latency: {:?}",
+        a.commands()
+    );
+    assert_eq!(deployment_replicas(&client, "ml", "ja-workers").await, 2, "the job changed");
+    assert!(cluster::metric_value(&m, "colocate_decisions_total") >= 4.0, "the controller stopped deciding");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_recover_from_an_apiserver_restart() {
+    let bed = bed().await;
+    let client = nodes_and_nginx(&bed).await;
+    let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 7), Behaviour::Honest, None).await;
+    let b = ElasticJob::start(&bed, &client, "ml", "jb", (1, 12, 5), Behaviour::Honest, None).await;
+    let config = "controller:\n  grow_stabilization: 1h\nservices:\n  - {name: nginx, namespace: web, hpa: nginx}\n";
+    let controller = Controller::start(&bed, config, FLAGS).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = a.commands().len() + b.commands().len();
+
+    // Blocking, while the masters keep serving on the runtime's other thread.
+    tokio::task::block_in_place(|| bed.restart_apiserver());
+    let restarts = eventually(Duration::from_secs(30), "watch restarts to be counted", || {
+        let c = &controller;
+        async move {
+            let m = c.metrics().await;
+            let total: f64 = ["nodes", "pods", "horizontalpodautoscalers", "services"]
+                .iter()
+                .map(|k| cluster::metric_value(&m, &format!("colocate_watch_restarts_total{{kind=\"{k}\"}}")))
+                .sum();
+            (total >= 1.0).then_some(total)
+        }
+    })
+    .await;
+    eprintln!("watch restarts counted: {restarts}");
+    // The controller still sees changes made after the restart and acts on them.
+    let client = cluster::client(&bed).await;
+    set_hpa(&client, 2, 6).await;
+    eventually(Duration::from_secs(20), "a shrink after the restart", || {
+        let n = a.commands().len() + b.commands().len();
+        let shrank = a.commands().iter().chain(&b.commands()).any(|c| c.reason == "online-headroom");
+        async move { (n > before && shrank).then_some(()) }
+    })
+    .await;
+    assert!(controller.metric("colocate_reflectors_ready").await == 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_and_no_command_is_sent_twice() {
+    let bed = bed().await;
+    let client = nodes_and_nginx(&bed).await;
+    let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 6), Behaviour::Honest, None).await;
+    let b = ElasticJob::start(&bed, &client, "ml", "jb", (1, 12, 6), Behaviour::Honest, None).await;
+    let config = "controller:\n  grow_stabilization: 3s\nservices:\n  - {name: nginx, namespace: web, hpa: nginx}\n";
+    let first = Controller::start(&bed, config, FLAGS).await;
+    let second = Controller::start(&bed, config, FLAGS).await;
+    let leader_of = |m: &str| cluster::metric_value(m, "colocate_leader");
+    eventually(Duration::from_secs(10), "one leader", || {
+        let (f, s) = (&first, &second);
+        async move { (leader_of(&f.metrics().await) + leader_of(&s.metrics().await) == 1.0).then_some(()) }
+    })
+    .await;
+    let (mut leader, follower) =
+        if leader_of(&first.metrics().await) == 1.0 { (first, second) } else { (second, first) };
+    set_hpa(&client, 2, 6).await;
+    eventually(Duration::from_secs(10), "a shrink by the first leader", || {
+        let shrank = a.commands().iter().chain(&b.commands()).any(|c| c.reason == "online-headroom");
+        async move { shrank.then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    leader.kill();
+    let took_over = eventually(Duration::from_secs(15), "the follower to lead", || {
+        let f = &follower;
+        async move { (f.metric("colocate_leader").await == 1.0).then_some(()) }
+    });
+    took_over.await;
+    // The spike is called off before NGINX scaled: the new leader grows the jobs back.
+    set_hpa(&client, 2, 2).await;
+    eventually(Duration::from_secs(30), "a grow by the new leader", || {
+        let grew = a.commands().iter().chain(&b.commands()).any(|c| c.reason == "grow");
+        async move { grew.then_some(()) }
+    })
+    .await;
+    for job in [&a, &b] {
+        let targets: Vec<u32> = job.commands().iter().map(|c| c.target).collect();
+        assert!(
+            targets.windows(2).all(|w| w[0] != w[1]),
+            "job {} got the same target twice in a row: {targets:?}",
+            job.name
+        );
+    }
+    drop(leader);
+}
