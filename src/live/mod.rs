@@ -1,5 +1,6 @@
 //! The live controller's edges: Kubernetes objects in, the master protocol out.
 
+pub mod adapters;
 pub mod config;
 pub mod controller;
 pub mod endpoint;

@@ -25,11 +25,43 @@ pub struct Observed {
     pub progress: Option<Progress>,
 }
 
-/// The backend could not read or set the workers; the master answers 503, which the
-/// controller retries.
+/// The backend could not read or set the workers. Over HTTP the master answers 503 whatever the
+/// kind (the controller retries); an in-process caller (a Kubernetes adapter) reports the kind.
 #[derive(Debug, thiserror::Error)]
-#[error("worker backend: {0}")]
-pub struct BackendError(pub String);
+#[error("worker backend: {message}")]
+pub struct BackendError {
+    pub message: String,
+    pub kind: BackendErrorKind,
+    /// The status code of the API that failed, when it answered.
+    pub status: Option<u16>,
+}
+
+/// What a retry can do about a [`BackendError`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendErrorKind {
+    /// Failed, maybe for a moment (timeout, 5xx, 429): worth retrying.
+    #[default]
+    Unavailable,
+    /// No connection could be made: worth retrying.
+    Unreachable,
+    /// Not allowed (RBAC): the same call fails until permissions change.
+    Forbidden,
+    /// Refused for good (object gone, invalid change, a guard failed): the same call fails again.
+    Rejected,
+}
+
+impl BackendError {
+    /// A failure of kind [`BackendErrorKind::Unavailable`].
+    pub fn new(message: impl Into<String>) -> BackendError {
+        BackendError { message: message.into(), kind: BackendErrorKind::Unavailable, status: None }
+    }
+
+    pub fn with_kind(mut self, kind: BackendErrorKind, status: Option<u16>) -> BackendError {
+        self.kind = kind;
+        self.status = status;
+        self
+    }
+}
 
 /// The worker count behind a reference master.
 ///

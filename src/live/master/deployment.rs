@@ -12,6 +12,9 @@
 //!   pods than were named). The ReplicaSet still prefers pods that are unscheduled, pending or
 //!   not ready over any cost: the names are a preference, which the protocol allows.
 //!
+//! [`mark_released`] and [`kube_failure`] are shared with the Kubernetes adapters
+//! (`live::adapters`), which drive Deployments without a master process.
+//!
 //! RBAC the master's ServiceAccount needs in the Deployment's namespace:
 //!
 //! ```yaml
@@ -29,7 +32,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 
-use super::backend::{BackendError, Observed, WorkerBackend};
+use super::backend::{BackendError, BackendErrorKind, Observed, WorkerBackend};
 use super::types::ScaleCommand;
 
 /// The annotation the ReplicaSet controller reads to pick which pods to remove on a scale-down
@@ -68,64 +71,67 @@ impl DeploymentBackend {
     }
 
     fn failed(&self, action: &str, e: &kube::Error) -> BackendError {
-        BackendError(format!("{action} deployment {}/{}: {}", self.namespace, self.name, describe(e)))
+        kube_failure(format!("{action} deployment {}/{}", self.namespace, self.name), e)
     }
+}
 
-    /// Marks exactly the named pods among the Deployment's (those matching `selector`) as the
-    /// ones to remove first, and clears the mark from the others.
-    async fn mark_released(&self, release_pods: &[String], selector: &str) -> Result<(), BackendError> {
-        let mut named = BTreeSet::new();
-        for pod in release_pods {
-            let (namespace, name) = pod.split_once('/').unwrap_or((&self.namespace, pod));
-            if namespace == self.namespace {
-                named.insert(name);
-            } else {
-                tracing::warn!(pod = %pod, namespace = %self.namespace,
-                    "release_pods: not in the Deployment's namespace; skipped");
-            }
+/// Marks exactly the named pods among `owner`'s (those in `namespace` matching `selector`) with
+/// [`DELETION_COST_ANNOTATION`] = [`RELEASE_DELETION_COST`], so that the ReplicaSet controller
+/// removes them first, and clears that mark from the others (left over from an earlier shrink
+/// that removed fewer pods than were named). Names may be `pod` or `namespace/pod`; others are
+/// skipped with a warning. `owner` names the workload in messages (`deployment ml/wd`).
+pub async fn mark_released(
+    pods: &Api<Pod>,
+    namespace: &str,
+    owner: &str,
+    release_pods: &[String],
+    selector: &str,
+) -> Result<(), BackendError> {
+    let mut named = BTreeSet::new();
+    for pod in release_pods {
+        let (pod_namespace, name) = pod.split_once('/').unwrap_or((namespace, pod));
+        if pod_namespace == namespace {
+            named.insert(name);
+        } else {
+            tracing::warn!(pod = %pod, %owner, "release_pods: not in the workload's namespace; skipped");
         }
-        let pods = ListParams::default().labels(selector);
-        let list =
-            self.pods.list(&pods).await.map_err(|e| self.failed(&format!("listing pods ({selector}) of"), &e))?;
-        let mut found = BTreeSet::new();
-        for pod in &list.items {
-            let Some(name) = pod.metadata.name.as_deref() else { continue };
-            let cost = pod.metadata.annotations.as_ref().and_then(|a| a.get(DELETION_COST_ANNOTATION));
-            let marked = cost.map(String::as_str) == Some(RELEASE_DELETION_COST);
-            let wanted = named.contains(name);
-            if wanted {
-                found.insert(name);
-            }
-            if wanted != marked {
-                self.set_mark(name, wanted).await?;
-            }
-        }
-        for missing in named.difference(&found) {
-            tracing::warn!(pod = %missing, deployment = %self.name, namespace = %self.namespace,
-                "release_pods: no such pod among the Deployment's workers; skipped");
-        }
-        Ok(())
     }
-
-    async fn set_mark(&self, pod: &str, mark: bool) -> Result<(), BackendError> {
-        let value = if mark { Value::from(RELEASE_DELETION_COST) } else { Value::Null };
-        let patch = json!({"metadata": {"annotations": {DELETION_COST_ANNOTATION: value}}});
-        match self.pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => {
-                tracing::info!(pod, namespace = %self.namespace, released = mark, "pod deletion cost set");
-                Ok(())
-            }
-            Err(kube::Error::Api(s)) if s.is_not_found() => {
-                tracing::warn!(pod, namespace = %self.namespace, "pod gone before it could be marked; skipped");
-                Ok(())
-            }
-            Err(e) => Err(BackendError(format!(
-                "annotating pod {}/{pod} for deployment {}: {}",
-                self.namespace,
-                self.name,
-                describe(&e)
-            ))),
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| kube_failure(format!("listing pods ({selector}) of {owner}"), &e))?;
+    let mut found = BTreeSet::new();
+    for pod in &list.items {
+        let Some(name) = pod.metadata.name.as_deref() else { continue };
+        let cost = pod.metadata.annotations.as_ref().and_then(|a| a.get(DELETION_COST_ANNOTATION));
+        let marked = cost.map(String::as_str) == Some(RELEASE_DELETION_COST);
+        let wanted = named.contains(name);
+        if wanted {
+            found.insert(name);
         }
+        if wanted != marked {
+            set_mark(pods, namespace, owner, name, wanted).await?;
+        }
+    }
+    for missing in named.difference(&found) {
+        tracing::warn!(pod = %missing, %owner, "release_pods: no such pod among the workload's workers; skipped");
+    }
+    Ok(())
+}
+
+async fn set_mark(pods: &Api<Pod>, namespace: &str, owner: &str, pod: &str, mark: bool) -> Result<(), BackendError> {
+    let value = if mark { Value::from(RELEASE_DELETION_COST) } else { Value::Null };
+    let patch = json!({"metadata": {"annotations": {DELETION_COST_ANNOTATION: value}}});
+    match pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => {
+            tracing::info!(pod, namespace, released = mark, "pod deletion cost set");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() => {
+            tracing::warn!(pod, namespace, "pod gone before it could be marked; skipped");
+            Ok(())
+        }
+        Err(e) => Err(kube_failure(format!("annotating pod {namespace}/{pod} for {owner}"), &e)),
     }
 }
 
@@ -149,12 +155,13 @@ impl WorkerBackend for DeploymentBackend {
         let replicas = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
         if i64::from(command.target) < i64::from(replicas) {
             let Some(selector) = scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty()) else {
-                return Err(BackendError(format!(
+                return Err(BackendError::new(format!(
                     "deployment {}/{}: /scale reports no selector; cannot find its pods",
                     self.namespace, self.name
                 )));
             };
-            self.mark_released(&command.release_pods, &selector).await?;
+            let owner = format!("deployment {}/{}", self.namespace, self.name);
+            mark_released(&self.pods, &self.namespace, &owner, &command.release_pods, &selector).await?;
         }
         let patch = json!({"spec": {"replicas": command.target}});
         self.deployments
@@ -165,10 +172,61 @@ impl WorkerBackend for DeploymentBackend {
     }
 }
 
+/// A failed Kubernetes call as a [`BackendError`]: `context` (what was being done), the API
+/// server's message and code (or the error with its causes), and the kind a retry can cure.
+pub fn kube_failure(context: impl std::fmt::Display, e: &kube::Error) -> BackendError {
+    let (kind, status) = classify(e);
+    BackendError::new(format!("{context}: {}", describe(e))).with_kind(kind, status)
+}
+
+fn classify(e: &kube::Error) -> (BackendErrorKind, Option<u16>) {
+    match e {
+        kube::Error::Api(s) => {
+            let kind = match s.code {
+                401 | 403 => BackendErrorKind::Forbidden,
+                408 | 429 => BackendErrorKind::Unavailable,
+                c if c >= 500 => BackendErrorKind::Unavailable,
+                c if c >= 400 => BackendErrorKind::Rejected,
+                _ => BackendErrorKind::Unavailable,
+            };
+            (kind, Some(s.code))
+        }
+        // hyper-util reports a failed connection as "client error (Connect)"; the error type
+        // itself is not reachable through kube's boxed service error.
+        kube::Error::Service(_) | kube::Error::HyperError(_) if super::error_chain(e).contains("(Connect)") => {
+            (BackendErrorKind::Unreachable, None)
+        }
+        _ => (BackendErrorKind::Unavailable, None),
+    }
+}
+
 /// The API server's message and code, or the error with its causes.
 fn describe(e: &kube::Error) -> String {
     if let kube::Error::Api(s) = e {
         return format!("{} ({} {})", s.message, s.code, s.reason);
     }
     super::error_chain(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status::failure("no", "Reason").with_code(code)))
+    }
+
+    #[test]
+    fn kube_failures_are_classified_for_retries() {
+        let kind = |code| {
+            let e = kube_failure("patching x", &api_error(code));
+            (e.kind, e.status)
+        };
+        assert_eq!(kind(403), (BackendErrorKind::Forbidden, Some(403)));
+        assert_eq!(kind(422), (BackendErrorKind::Rejected, Some(422)));
+        assert_eq!(kind(404), (BackendErrorKind::Rejected, Some(404)));
+        assert_eq!(kind(429), (BackendErrorKind::Unavailable, Some(429)));
+        assert_eq!(kind(503), (BackendErrorKind::Unavailable, Some(503)));
+        assert_eq!(kube_failure("patching x", &api_error(422)).message, "patching x: no (422 Reason)");
+    }
 }

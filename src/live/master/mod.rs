@@ -15,10 +15,10 @@ pub mod retry;
 pub mod server;
 pub mod types;
 
-pub use backend::{BackendError, MemoryBackend, Observed, WorkerBackend};
+pub use backend::{BackendError, BackendErrorKind, MemoryBackend, Observed, WorkerBackend};
 pub use client::{ClientConfigError, MasterClient, MasterError, DEFAULT_TIMEOUT};
 pub use retry::{new_command_id, RetryPolicy};
-pub use server::{router, serve, serve_with_shutdown, MasterConfig, MasterConfigError, MasterState};
+pub use server::{router, serve, serve_with_shutdown, MasterConfig, MasterConfigError, MasterState, ScaleError};
 pub use types::{
     ErrorBody, OutOfBoundsBody, Phase, Progress, Quantity, ScaleAccepted, ScaleCommand, Status, Throughput,
     WorkerResources, Workers,

@@ -4,11 +4,15 @@
 //! (`colocate example-master`, over a worker Deployment), and integrators can copy it. It owns what the protocol
 //! adds on top of a worker count: the generation, idempotent command ids, bounds, the bearer
 //! token and the phase.
+//!
+//! The protocol logic is [`MasterState::status`] and [`MasterState::scale`], callable in process:
+//! the HTTP handlers only add the token check, body parsing and status codes, and the Kubernetes
+//! adapters (`live::adapters`) run the same ledger for jobs that have no master of their own.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -74,6 +78,35 @@ pub enum MasterConfigError {
     NoMemory,
 }
 
+impl MasterConfig {
+    fn validate(&self) -> Result<(), MasterConfigError> {
+        if self.min > self.max {
+            return Err(MasterConfigError::Bounds { min: self.min, max: self.max });
+        }
+        if self.job.is_empty() {
+            return Err(MasterConfigError::EmptyJob);
+        }
+        if self.token.as_deref().is_some_and(str::is_empty) {
+            return Err(MasterConfigError::EmptyToken);
+        }
+        if self.remembered_commands == 0 {
+            return Err(MasterConfigError::NoMemory);
+        }
+        Ok(())
+    }
+}
+
+/// Why [`MasterState::scale`] did not accept a command. Over HTTP: 400, 409 and 503.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    #[error("command_id: must be 1 to {MAX_COMMAND_ID} bytes, got {0}")]
+    BadCommandId(usize),
+    #[error("target {target} is outside [{min}, {max}]")]
+    OutOfBounds { target: u32, min: u32, max: u32 },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
 /// Shared state of a master: configuration, backend, generation and recent commands. Cheap to
 /// clone (an `Arc`).
 pub struct MasterState<B> {
@@ -87,7 +120,8 @@ impl<B> Clone for MasterState<B> {
 }
 
 struct Shared<B> {
-    config: MasterConfig,
+    /// Replaced whole by [`MasterState::reconfigure`]; every request reads one version.
+    config: RwLock<Arc<MasterConfig>>,
     backend: B,
     /// One lock over the ledger and the backend calls: a command's check, backend call and
     /// generation bump are one step, so a retry racing its original is still applied once and a
@@ -126,24 +160,14 @@ impl Ledger {
 
 impl<B: WorkerBackend> MasterState<B> {
     pub fn new(config: MasterConfig, backend: B) -> Result<MasterState<B>, MasterConfigError> {
-        if config.min > config.max {
-            return Err(MasterConfigError::Bounds { min: config.min, max: config.max });
-        }
-        if config.job.is_empty() {
-            return Err(MasterConfigError::EmptyJob);
-        }
-        if config.token.as_deref().is_some_and(str::is_empty) {
-            return Err(MasterConfigError::EmptyToken);
-        }
-        if config.remembered_commands == 0 {
-            return Err(MasterConfigError::NoMemory);
-        }
+        config.validate()?;
         let ledger = Ledger {
             generation: config.initial_generation,
             target: None,
             order: VecDeque::new(),
             answers: HashMap::new(),
         };
+        let config = RwLock::new(Arc::new(config));
         Ok(MasterState { shared: Arc::new(Shared { config, backend, ledger: Mutex::new(ledger) }) })
     }
 
@@ -151,8 +175,63 @@ impl<B: WorkerBackend> MasterState<B> {
         &self.shared.backend
     }
 
-    pub fn config(&self) -> &MasterConfig {
-        &self.shared.config
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<MasterConfig> {
+        // A writer only swaps the Arc, so a poisoned lock still holds a whole configuration.
+        Arc::clone(&self.shared.config.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the configuration (new bounds, resources, rescale cost) and keeps the ledger:
+    /// the generation goes on from where it is (`initial_generation` is ignored) and remembered
+    /// command ids still answer with their first answer, so a retry stays idempotent.
+    pub fn reconfigure(&self, config: MasterConfig) -> Result<(), MasterConfigError> {
+        config.validate()?;
+        *self.shared.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+        Ok(())
+    }
+
+    /// `GET /v1/status`: observes the backend and follows a target changed behind the master's
+    /// back with a new generation.
+    pub async fn status(&self) -> Result<Status, BackendError> {
+        let mut ledger = self.shared.ledger.lock().await;
+        let observed = self.shared.backend.observe().await?;
+        ledger.follow(observed.target);
+        Ok(status_of(&self.config(), ledger.generation, &observed))
+    }
+
+    /// `POST /v1/scale`: a repeated `command_id` gets its first answer and changes nothing; a
+    /// target outside `[min, max]` is refused (and its id not remembered, so a retry is checked
+    /// again); the backend is called only when the target changes, and then the generation grows.
+    pub async fn scale(&self, command: &ScaleCommand) -> Result<ScaleAccepted, ScaleError> {
+        if command.command_id.is_empty() || command.command_id.len() > MAX_COMMAND_ID {
+            return Err(ScaleError::BadCommandId(command.command_id.len()));
+        }
+        let mut ledger = self.shared.ledger.lock().await;
+        // Read under the lock: a command waiting for it is checked against the bounds in force.
+        let config = self.config();
+        if let Some(answer) = ledger.answers.get(&command.command_id) {
+            if answer.accepted_target != command.target {
+                tracing::warn!(command_id = %command.command_id, first = answer.accepted_target, now = command.target,
+                    "command id reused with another target; answering the first command");
+            }
+            return Ok(*answer);
+        }
+        if command.target < config.min || command.target > config.max {
+            return Err(ScaleError::OutOfBounds { target: command.target, min: config.min, max: config.max });
+        }
+        let observed = self.shared.backend.observe().await?;
+        ledger.follow(observed.target);
+        if ledger.target != Some(command.target) {
+            self.shared.backend.scale(command).await?;
+            ledger.generation += 1;
+            ledger.target = Some(command.target);
+            tracing::info!(job = %config.job, command_id = %command.command_id, target = command.target,
+                reason = %command.reason, release_pods = command.release_pods.len(), generation = ledger.generation,
+                "scaling");
+        }
+        let answer = ScaleAccepted { accepted_target: command.target, generation: ledger.generation };
+        ledger.remember(command.command_id.clone(), answer, config.remembered_commands);
+        Ok(answer)
     }
 }
 
@@ -182,16 +261,13 @@ where
 }
 
 async fn status<B: WorkerBackend>(State(state): State<MasterState<B>>, headers: HeaderMap) -> Response {
-    if let Some(refused) = refusal(&state.shared.config, &headers) {
+    if let Some(refused) = refusal(&state.config(), &headers) {
         return refused;
     }
-    let mut ledger = state.shared.ledger.lock().await;
-    let observed = match state.shared.backend.observe().await {
-        Ok(o) => o,
-        Err(e) => return unavailable(&e),
-    };
-    ledger.follow(observed.target);
-    Json(status_of(&state.shared.config, ledger.generation, &observed)).into_response()
+    match state.status().await {
+        Ok(status) => Json(status).into_response(),
+        Err(e) => unavailable(&e),
+    }
 }
 
 fn status_of(config: &MasterConfig, generation: u64, observed: &Observed) -> Status {
@@ -220,47 +296,23 @@ fn status_of(config: &MasterConfig, generation: u64, observed: &Observed) -> Sta
 }
 
 async fn scale<B: WorkerBackend>(State(state): State<MasterState<B>>, headers: HeaderMap, body: Bytes) -> Response {
-    let config = &state.shared.config;
-    if let Some(refused) = refusal(config, &headers) {
+    if let Some(refused) = refusal(&state.config(), &headers) {
         return refused;
     }
     let command = match parse_command(&body) {
         Ok(c) => c,
         Err((field, message)) => return error(StatusCode::BAD_REQUEST, &message, field),
     };
-    let mut ledger = state.shared.ledger.lock().await;
-    if let Some(answer) = ledger.answers.get(&command.command_id) {
-        if answer.accepted_target != command.target {
-            tracing::warn!(command_id = %command.command_id, first = answer.accepted_target, now = command.target,
-                "command id reused with another target; answering the first command");
+    match state.scale(&command).await {
+        Ok(answer) => (StatusCode::ACCEPTED, Json(answer)).into_response(),
+        Err(e @ ScaleError::OutOfBounds { min, max, .. }) => {
+            (StatusCode::CONFLICT, Json(OutOfBoundsBody { error: e.to_string(), min, max })).into_response()
         }
-        return (StatusCode::ACCEPTED, Json(*answer)).into_response();
-    }
-    if command.target < config.min || command.target > config.max {
-        let body = OutOfBoundsBody {
-            error: format!("target {} is outside [{}, {}]", command.target, config.min, config.max),
-            min: config.min,
-            max: config.max,
-        };
-        return (StatusCode::CONFLICT, Json(body)).into_response();
-    }
-    match state.shared.backend.observe().await {
-        Ok(o) => ledger.follow(o.target),
-        Err(e) => return unavailable(&e),
-    }
-    if ledger.target != Some(command.target) {
-        if let Err(e) = state.shared.backend.scale(&command).await {
-            return unavailable(&e);
+        Err(e @ ScaleError::BadCommandId(_)) => {
+            error(StatusCode::BAD_REQUEST, &e.to_string(), Some("command_id".into()))
         }
-        ledger.generation += 1;
-        ledger.target = Some(command.target);
-        tracing::info!(job = %config.job, command_id = %command.command_id, target = command.target,
-            reason = %command.reason, release_pods = command.release_pods.len(), generation = ledger.generation,
-            "scaling");
+        Err(ScaleError::Backend(e)) => unavailable(&e),
     }
-    let answer = ScaleAccepted { accepted_target: command.target, generation: ledger.generation };
-    ledger.remember(command.command_id, answer, config.remembered_commands);
-    (StatusCode::ACCEPTED, Json(answer)).into_response()
 }
 
 /// Parses a scale request; on failure, the field to blame (when there is one) and a message

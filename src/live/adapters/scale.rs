@@ -1,0 +1,110 @@
+//! A [`WorkerBackend`] over any object's `/scale` subresource: Deployments, StatefulSets and
+//! custom resources that declare one (Kubeflow's PyTorchJob maps it to
+//! `spec.pytorchReplicaSpecs.Worker.replicas`).
+//!
+//! - `observe`: the target is `/scale`'s `spec.replicas`; `current` and `pending` count the
+//!   job's worker pods ([`WorkerPods`]), because `/scale`'s status has only a replica count
+//!   (unready pods included) and, for custom resources, only what the CRD maps, often nothing.
+//! - `scale`: a merge patch of `/scale`'s `spec.replicas`. For kinds whose controller honours
+//!   `controller.kubernetes.io/pod-deletion-cost` (Deployments), a shrink first marks the pods in
+//!   `release_pods` (see [`mark_released`]); the others remove the pods they choose, which the
+//!   protocol allows (`release_pods` is a preference).
+
+use std::sync::Arc;
+
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use super::kinds::display_name;
+use super::workers::WorkerPods;
+use crate::live::master::deployment::{kube_failure, mark_released};
+use crate::live::master::{BackendError, Observed, Phase, ScaleCommand, WorkerBackend};
+
+/// The job's phase as the object's status reports it (`None`: derive it from the counts). A
+/// closure so that discovery can read it from its cache instead of another API call.
+pub type PhaseSource = Arc<dyn Fn() -> Option<Phase> + Send + Sync>;
+
+/// The worker count behind one object's `/scale`.
+#[derive(Clone)]
+pub struct ScaleSubresourceBackend {
+    api: Api<DynamicObject>,
+    /// `Deployment ml/wd`, for messages.
+    object: String,
+    namespace: String,
+    name: String,
+    workers: WorkerPods,
+    deletion_cost: bool,
+    phase: Option<PhaseSource>,
+}
+
+impl ScaleSubresourceBackend {
+    /// The object `namespace/name` of kind `resource`, whose workers are labelled as `job`'s.
+    /// Nothing is read until the first call.
+    pub fn new(
+        client: Client,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+        job: &str,
+    ) -> ScaleSubresourceBackend {
+        ScaleSubresourceBackend {
+            api: Api::namespaced_with(client.clone(), namespace, resource),
+            object: format!("{} {namespace}/{name}", display_name(&resource.group, &resource.kind)),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            workers: WorkerPods::new(client, namespace, job),
+            deletion_cost: false,
+            phase: None,
+        }
+    }
+
+    /// Marks `release_pods` with a low pod-deletion-cost before a shrink (for objects whose pods
+    /// a ReplicaSet removes).
+    pub fn with_deletion_cost(mut self) -> ScaleSubresourceBackend {
+        self.deletion_cost = true;
+        self
+    }
+
+    pub fn with_phase(mut self, phase: PhaseSource) -> ScaleSubresourceBackend {
+        self.phase = Some(phase);
+        self
+    }
+
+    fn failed(&self, action: &str, e: &kube::Error) -> BackendError {
+        kube_failure(format!("{action} {}", self.object), e)
+    }
+}
+
+impl WorkerBackend for ScaleSubresourceBackend {
+    async fn observe(&self) -> Result<Observed, BackendError> {
+        let scale = self.api.get_scale(&self.name).await.map_err(|e| self.failed("reading /scale of", &e))?;
+        let target = scale.spec.and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+        let (current, pending) = self.workers.count().await?;
+        Ok(Observed { target, current, pending, phase: self.phase.as_ref().and_then(|p| p()), ..Observed::default() })
+    }
+
+    async fn scale(&self, command: &ScaleCommand) -> Result<(), BackendError> {
+        if self.deletion_cost {
+            let scale = self.api.get_scale(&self.name).await.map_err(|e| self.failed("reading /scale of", &e))?;
+            let replicas = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
+            if i64::from(command.target) < i64::from(replicas) {
+                // The ReplicaSet picks among the pods its selector matches; without one, the
+                // job's worker labels name the same pods.
+                let selector = scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty());
+                let selector = selector.unwrap_or_else(|| self.workers.selector().to_string());
+                mark_released(self.workers.api(), &self.namespace, &self.object, &command.release_pods, &selector)
+                    .await?;
+            }
+        } else if !command.release_pods.is_empty() {
+            tracing::debug!(object = %self.object, release_pods = ?command.release_pods,
+                "release_pods cannot be honoured through /scale for this kind; its controller picks the pods");
+        }
+        let patch = json!({"spec": {"replicas": command.target}});
+        self.api
+            .patch_scale(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| self.failed(&format!("setting replicas to {} through /scale of", command.target), &e))?;
+        Ok(())
+    }
+}
