@@ -50,6 +50,10 @@ pub struct RunFlags {
     /// How often every job's master is asked for its status.
     #[arg(long, env = "COLOCATE_STATUS_INTERVAL", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub status_interval: Option<Duration>,
+    /// Also drive jobs without a master through Kubernetes adapters (objects labelled
+    /// `colocate.dev/elastic: "true"`).
+    #[arg(long, env = "COLOCATE_ADAPTERS")]
+    pub adapters: bool,
     /// How long one request to a job's master may take (it is retried twice).
     #[arg(long, env = "COLOCATE_MASTER_TIMEOUT", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub master_timeout: Option<Duration>,
@@ -99,6 +103,9 @@ pub struct RunFile {
     pub status_interval: Option<Duration>,
     #[serde(default, deserialize_with = "optional_duration")]
     pub master_timeout: Option<Duration>,
+    /// Also drive jobs without a master through Kubernetes adapters (`/scale`, Volcano); needs
+    /// the RBAC for those kinds (the chart's `adapters` values).
+    pub adapters: Option<bool>,
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -179,6 +186,7 @@ pub struct RunConfig {
     pub lease_duration: Duration,
     pub status_interval: Duration,
     pub master_timeout: Duration,
+    pub adapters: bool,
     pub services: Vec<ServiceSource>,
 }
 
@@ -216,6 +224,7 @@ impl RunConfig {
             lease_duration: flags.lease_duration.or(run.lease_duration).unwrap_or(Duration::from_secs(15)),
             status_interval: flags.status_interval.or(run.status_interval).unwrap_or(Duration::from_secs(5)),
             master_timeout: flags.master_timeout.or(run.master_timeout).unwrap_or(Duration::from_secs(5)),
+            adapters: flags.adapters || run.adapters.unwrap_or(false),
             services: file.services.clone(),
         };
         for (key, value) in [
@@ -325,6 +334,7 @@ impl RunConfig {
             ("lease_duration", d(self.lease_duration)),
             ("status_interval", d(self.status_interval)),
             ("master_timeout", d(self.master_timeout)),
+            ("adapters", self.adapters.to_string()),
         ] {
             out.push_str(&format!("  {k}: {v}\n"));
         }

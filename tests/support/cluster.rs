@@ -155,7 +155,7 @@ impl WorkerBackend for TestBackend {
                 *self.ignored_target.lock().unwrap() = Some(command.target);
                 Ok(())
             }
-            Behaviour::Fails => Err(BackendError("injected failure".into())),
+            Behaviour::Fails => Err(BackendError::new("injected failure")),
             Behaviour::Hangs => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 Ok(())

@@ -6,11 +6,13 @@ use kube::runtime::reflector::Store;
 use k8s_openapi::api::core::v1::Service;
 
 use super::masters::MasterDiscovery;
+use crate::live::adapters::AdapterJobs;
 use crate::live::endpoint::DiscoveredJob;
 
 pub struct JobDirectory {
     pub masters: MasterDiscovery,
     pub master_services: Store<Service>,
+    pub adapters: Option<AdapterJobs>,
 }
 
 impl JobDirectory {
@@ -18,6 +20,11 @@ impl JobDirectory {
     /// found twice (a master and an adapter) is steered through the first found, the master.
     pub fn jobs(&self) -> (Vec<DiscoveredJob>, Vec<String>) {
         let (mut jobs, mut problems) = self.masters.jobs(&self.master_services.state());
+        if let Some(adapters) = &self.adapters {
+            let (more, more_problems) = adapters.jobs();
+            jobs.extend(more);
+            problems.extend(more_problems);
+        }
         let mut seen = std::collections::BTreeSet::new();
         jobs.retain(|j| {
             let fresh = seen.insert(j.key());

@@ -35,6 +35,7 @@ use self::poller::Poller;
 use self::record::DecisionRecorder;
 use self::services::ServiceDirectory;
 use crate::core::Core;
+use crate::live::adapters::AdapterJobs;
 use crate::live::config::RunConfig;
 use crate::live::lease::{default_identity, LeaderElector, LeaseConfig};
 use crate::live::master::{ClientConfigError, RetryPolicy};
@@ -56,6 +57,8 @@ pub enum StartError {
     Lease(String),
     #[error(transparent)]
     Sampler(#[from] crate::live::sampler::SamplerError),
+    #[error("adapters: {0}")]
+    Adapters(String),
     #[error("the reflectors stopped before listing the cluster")]
     ReflectorsStopped,
 }
@@ -102,7 +105,18 @@ pub async fn run(
     let changed = Arc::new(Notify::new());
     let stats = Arc::new(WatchStats::default());
     let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
-    let reflectors: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
+    let mut reflectors: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
+    let adapters = match config.adapters {
+        true => {
+            let (adapters, drivers) = AdapterJobs::start(client.clone(), changed.clone())
+                .await
+                .map_err(|e| StartError::Adapters(e.to_string()))?;
+            tracing::info!(watched = ?adapters.watched_kinds(), absent = ?adapters.absent_kinds(), "adapters on");
+            reflectors.extend(drivers.into_iter().map(tokio::spawn));
+            Some(adapters)
+        }
+        false => None,
+    };
 
     let identity = default_identity();
     let lease = LeaseConfig::with_duration(&config.lease_namespace, LEASE_NAME, &identity, config.lease_duration);
@@ -132,6 +146,7 @@ pub async fn run(
     let directory = Arc::new(JobDirectory {
         masters: MasterDiscovery::new(Box::new(factory)),
         master_services: caches.masters.clone(),
+        adapters,
     });
 
     tracing::info!(identity = %identity, dry_run = config.dry_run, "waiting for the reflectors to list the cluster");
@@ -147,7 +162,13 @@ pub async fn run(
     };
     let shutdown = tokio::spawn(shutdown);
     tokio::select! {
-        ready = caches.wait_until_ready() => ready.map_err(|_| StartError::ReflectorsStopped)?,
+        ready = async {
+            caches.wait_until_ready().await?;
+            if let Some(a) = &directory.adapters {
+                a.wait_until_ready().await;
+            }
+            Ok::<(), kube::runtime::reflector::store::WriterDropped>(())
+        } => ready.map_err(|_| StartError::ReflectorsStopped)?,
         _ = stopped() => {
             finish(&elector, campaign, reflectors, server, leader_metric).await;
             return Ok(());
