@@ -197,12 +197,24 @@ impl Testbed {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("apiserver command line");
         let args: Vec<String> =
             cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into()).collect();
+        let port: u16 = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--secure-port="))
+            .and_then(|p| p.trim_matches('"').parse().ok())
+            .expect("--secure-port on the apiserver command line");
         let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        // The process shows as a zombie as soon as its main thread exits, while other threads may
+        // still hold the listening socket: wait until the port can be bound again instead.
+        let start = Instant::now();
+        while std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "port {port} still in use 30 s after killing kube-apiserver"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         let log = std::fs::File::create(dir.join("logs/kube-apiserver.restarted.log")).expect("log file");
-        let child = Command::new(&args[0])
+        let mut child = Command::new(&args[0])
             .args(&args[1..])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -210,8 +222,6 @@ impl Testbed {
             .spawn()
             .expect("restart kube-apiserver");
         let new_pid = child.id();
-        // Not waited on here: down.sh stops it by the recorded pid like the others.
-        std::mem::forget(child);
         let updated: String = pids
             .lines()
             .map(|l| if l.starts_with("kube-apiserver ") { format!("kube-apiserver {new_pid}") } else { l.to_string() })
@@ -222,7 +232,15 @@ impl Testbed {
         loop {
             let ok = self.kubectl().args(["get", "--raw", "/readyz"]).output().is_ok_and(|o| o.status.success());
             if ok {
+                // Not waited on from here: down.sh stops it by the recorded pid like the others.
+                std::mem::forget(child);
                 return;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "the restarted kube-apiserver exited ({status}); see {}",
+                    dir.join("logs/kube-apiserver.restarted.log").display()
+                );
             }
             assert!(start.elapsed() < Duration::from_secs(60), "kube-apiserver not ready again within 60 s");
             std::thread::sleep(Duration::from_millis(200));
