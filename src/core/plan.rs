@@ -90,8 +90,8 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
             }
         }
 
+        keep_level(&members, &snap.jobs, &pods, rooms, &held_below, &mut plans, &total);
         for &j in &members {
-            keep_workers(&snap.jobs[j], &pods[j], rooms, &held_below, &mut plans[j]);
             if plans[j].gave_way {
                 // The dip is what the window sees: a job that gave way restarts only after it.
                 memory.damp_growth(&snap.jobs[j], 0, snap.now, config);
@@ -127,32 +127,134 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
     plans
 }
 
-/// Keeps the job's bound workers that still fit where they are, then the workers it is
-/// starting; releases the rest. A job that cannot keep its floor gives way entirely.
-fn keep_workers(job: &Job, pods: &JobPods, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
-    let mut taken: Vec<(usize, Resources)> = Vec::new();
-    for w in &pods.bound {
-        // Bound workers beyond the master's target are ones it is already removing.
-        if plan.kept >= job.target_workers {
-            break;
+/// How far one job has got in keeping its workers: the next bound worker to look at, the
+/// starting workers still to place, and the room taken so far (given back if it gives way).
+struct Keeping {
+    next_bound: usize,
+    next_pending: usize,
+    starting_left: u32,
+    taken: Vec<(usize, Resources)>,
+}
+
+impl Keeping {
+    fn new(job: &Job, pods: &JobPods) -> Self {
+        Keeping {
+            next_bound: 0,
+            next_pending: 0,
+            starting_left: job.target_workers.saturating_sub(pods.bound.len() as u32),
+            taken: Vec::new(),
         }
+    }
+}
+
+/// Keeps workers at one priority level in two passes, so that one job's extras never cost
+/// another job its floor: first every job keeps up to its floor (in name order; a job that
+/// cannot gives way entirely), then the extras go one at a time to the job with the lowest
+/// weighted dominant share, as growth does.
+fn keep_level(
+    members: &[usize],
+    jobs: &[Job],
+    pods: &[JobPods],
+    rooms: &mut [NodeRoom],
+    held_below: &[Resources],
+    plans: &mut [JobPlan],
+    total: &Resources,
+) {
+    let mut keeping: Vec<Keeping> = members.iter().map(|&j| Keeping::new(&jobs[j], &pods[j])).collect();
+    for (k, &j) in members.iter().enumerate() {
+        keep_floor(&jobs[j], &pods[j], rooms, held_below, &mut plans[j], &mut keeping[k]);
+    }
+    let mut active: Vec<bool> = members.iter().map(|&j| !plans[j].gave_way).collect();
+    let share = |j: usize, plan: &JobPlan| {
+        let weight = if jobs[j].weight > 0.0 { jobs[j].weight } else { 1.0 };
+        jobs[j].worker.times((plan.kept + plan.kept_starting) as i64).dominant_share(total) / weight
+    };
+    loop {
+        let next = (0..members.len()).filter(|&k| active[k]).min_by(|&a, &b| {
+            share(members[a], &plans[members[a]]).total_cmp(&share(members[b], &plans[members[b]])).then(a.cmp(&b))
+        });
+        let Some(k) = next else { return };
+        let j = members[k];
+        active[k] = keep_one(&jobs[j], &pods[j], rooms, held_below, &mut plans[j], &mut keeping[k]);
+    }
+}
+
+/// Keeps the job's workers up to its floor. Below the floor it tries to restore it elsewhere
+/// before giving way entirely (target 0, every worker released, its room given back).
+fn keep_floor(
+    job: &Job,
+    pods: &JobPods,
+    rooms: &mut [NodeRoom],
+    held_below: &[Resources],
+    plan: &mut JobPlan,
+    k: &mut Keeping,
+) {
+    let floor = job.min_workers.min(job.target_workers);
+    while plan.kept + plan.kept_starting < floor && keep_one(job, pods, rooms, held_below, plan, k) {}
+    let kept = plan.kept + plan.kept_starting;
+    if kept == 0 || kept >= job.min_workers {
+        plan.gave_way = kept == 0 && job.target_workers > 0;
+        return;
+    }
+    for _ in kept..job.min_workers {
+        match place_worker(rooms, held_below, &job.worker, false) {
+            Some(node) => {
+                k.taken.push((node, job.worker));
+                plan.kept_starting += 1;
+            }
+            None => {
+                for &(node, r) in &k.taken {
+                    rooms[node].training_room += r;
+                }
+                plan.gave_way = true;
+                plan.released = pods.bound.iter().map(|w| (w.name.to_string(), Some(w.node))).collect();
+                plan.released.extend(pods.pending.iter().map(|n| (n.to_string(), None)));
+                plan.released_unnamed = 0;
+                plan.kept = 0;
+                plan.kept_starting = 0;
+                return;
+            }
+        }
+    }
+}
+
+/// Keeps one more worker if the job has one to keep: the next bound worker that still fits
+/// where it is (those that no longer fit are released on the way), else one of the workers it
+/// is starting, placed where it fits (released if it fits nowhere). False when nothing is
+/// left to keep. Bound workers beyond the master's target are ones it is already removing, and
+/// pending pods beyond it are leftovers it will remove anyway: neither is kept nor released.
+fn keep_one(
+    job: &Job,
+    pods: &JobPods,
+    rooms: &mut [NodeRoom],
+    held_below: &[Resources],
+    plan: &mut JobPlan,
+    k: &mut Keeping,
+) -> bool {
+    if plan.kept + plan.kept_starting >= job.target_workers {
+        return false;
+    }
+    while let Some(w) = pods.bound.get(k.next_bound) {
+        k.next_bound += 1;
         let room = &mut rooms[w.node];
         if w.requests.fits_in(&room.training_room) {
             room.training_room -= w.requests;
-            taken.push((w.node, w.requests));
+            k.taken.push((w.node, w.requests));
             plan.kept += 1;
-        } else {
-            plan.released.push((w.name.to_string(), Some(w.node)));
+            return true;
         }
+        plan.released.push((w.name.to_string(), Some(w.node)));
     }
-    let starting = job.target_workers.saturating_sub(pods.bound.len() as u32);
-    let mut pending = pods.pending.iter();
-    for _ in 0..starting {
-        let name = pending.next();
+    while k.starting_left > 0 {
+        k.starting_left -= 1;
+        let name = pods.pending.get(k.next_pending);
+        k.next_pending += 1;
+        // Starting workers keep their claim even on nodes held for growth: they were granted.
         match place_worker(rooms, held_below, &job.worker, true) {
             Some(node) => {
-                taken.push((node, job.worker));
+                k.taken.push((node, job.worker));
                 plan.kept_starting += 1;
+                return true;
             }
             None => match name {
                 Some(n) => plan.released.push((n.to_string(), None)),
@@ -160,32 +262,7 @@ fn keep_workers(job: &Job, pods: &JobPods, rooms: &mut [NodeRoom], held_below: &
             },
         }
     }
-    // Pending pods beyond the target are leftovers the master will remove anyway.
-    let kept = plan.kept + plan.kept_starting;
-    if kept == 0 || kept >= job.min_workers {
-        plan.gave_way = kept == 0 && job.target_workers > 0;
-        return;
-    }
-    // Below the floor: try to restore it elsewhere before giving up the whole job.
-    for _ in kept..job.min_workers {
-        match place_worker(rooms, held_below, &job.worker, false) {
-            Some(node) => {
-                taken.push((node, job.worker));
-                plan.kept_starting += 1;
-            }
-            None => {
-                for (node, r) in taken {
-                    rooms[node].training_room += r;
-                }
-                plan.gave_way = true;
-                plan.released = pods.bound.iter().map(|w| (w.name.to_string(), Some(w.node))).collect();
-                plan.released.extend(pods.pending.iter().map(|n| (n.to_string(), None)));
-                plan.kept = 0;
-                plan.kept_starting = 0;
-                return;
-            }
-        }
-    }
+    false
 }
 
 /// Picks a node for one worker and takes the room: best fit among nodes where it needs no

@@ -602,6 +602,29 @@ fn shrink_stops_at_the_floor_or_gives_way_entirely() {
 }
 
 #[test]
+fn every_job_keeps_its_floor_before_any_keeps_extras() {
+    // n1 (12 CPU): web-0 (2 CPU), a-0..a-4 and b-0..b-4 (1 CPU each, floors 2). The HPA wants
+    // 4 more 1-CPU web pods at once: 6 CPU stay for training. Keeping in name order would let a
+    // keep all 5 and b give way; floors first, then extras by share, keeps 3 + 3.
+    let w = res(1000, 1);
+    let s = snap(
+        0,
+        vec![node("n1", 12_000, 64)],
+        [vec![online("web-0", "web", "n1", res(2000, 1))], workers("a", "n1", 0..5, w), workers("b", "n1", 0..5, w)]
+            .concat(),
+        vec![service_with_hpa("web", res(1000, 1), 1, 5)],
+        vec![job("a", w, 2, 5, 5), job("b", w, 2, 5, 5)],
+    );
+    let d = decide_once(Config::default(), &s);
+    for name in ["a", "b"] {
+        let i = the_intent(&d, name);
+        assert_eq!((i.from, i.target), (5, 3), "{name}: {}", i.why);
+        assert_eq!(i.reason, Reason::OnlineHeadroom);
+        assert_eq!(i.release_pods.len(), 2);
+    }
+}
+
+#[test]
 fn floor_is_restored_on_another_node_before_giving_way() {
     // n1: web-0 (3 CPU), a-0, a-1 (2 CPU each, floor 2). n2: 2 CPU, empty. A second 3-CPU web
     // pod fits free nowhere and only on n1 once training leaves: a-1 must leave n1, and the
