@@ -23,7 +23,6 @@ use colocate::live::endpoint::{DiscoveredJob, JobEndpoint};
 use colocate::live::master::{BackendErrorKind, MasterError, Phase, ScaleCommand, Status};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{discovery, Api, Client};
 use serde_json::{json, Value};
 use support::testbed::{node_manifest, Testbed};
@@ -32,15 +31,8 @@ use tokio::sync::Notify;
 const NS: &str = "ml";
 const COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
-async fn client_from(kubeconfig: &str) -> Client {
-    let kubeconfig = Kubeconfig::from_yaml(kubeconfig).expect("valid kubeconfig");
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig");
-    Client::try_from(config).expect("client")
-}
-
 async fn admin(bed: &Testbed) -> Client {
-    client_from(&std::fs::read_to_string(&bed.kubeconfig).unwrap()).await
+    support::cluster::client(bed).await
 }
 
 /// A client authenticating as a ServiceAccount bound to the adapters' documented ClusterRole.
@@ -64,7 +56,7 @@ async fn adapters_client(bed: &Testbed) -> Client {
             _ => l.to_string(),
         })
         .collect();
-    client_from(&text.join("\n")).await
+    support::cluster::client_from_yaml(&text.join("\n")).await
 }
 
 fn fixture(name: &str) -> String {

@@ -10,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
-use support::testbed::{node_manifest, Testbed};
+use support::testbed::Testbed;
 
 /// Short windows so that the test sees growth within seconds.
 pub const CONFIG: &str = "\
@@ -26,13 +26,7 @@ services:
 const FLAGS: &[&str] = &["--tick", "1s", "--status-interval", "500ms", "--lease-duration", "3s"];
 
 async fn cluster(bed: &Testbed) -> (kube::Client, ElasticJob, ElasticJob) {
-    for n in ["node-a", "node-b"] {
-        bed.kubectl_apply(&node_manifest(n, "8", "64Gi"));
-    }
-    let client = cluster::client(bed).await;
-    cluster::nginx(bed, 2, None);
-    set_hpa(&client, 2, 2).await;
-    cluster::namespace(bed, "ml");
+    let client = cluster::two_nodes_with_nginx(bed).await;
     let a = ElasticJob::start(bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
     let b = ElasticJob::start(bed, &client, "ml", "jb", (1, 12, 2), Behaviour::Honest, None).await;
     (client, a, b)

@@ -9,24 +9,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
-use support::testbed::{node_manifest, Testbed};
+use support::testbed::Testbed;
 
 const FLAGS: &[&str] =
     &["--tick", "1s", "--status-interval", "500ms", "--lease-duration", "3s", "--master-timeout", "1s"];
 
 async fn bed() -> Testbed {
     tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling")).await.unwrap()
-}
-
-async fn nodes_and_nginx(bed: &Testbed) -> kube::Client {
-    for n in ["node-a", "node-b"] {
-        bed.kubectl_apply(&node_manifest(n, "8", "64Gi"));
-    }
-    let client = cluster::client(bed).await;
-    cluster::nginx(bed, 2, None);
-    set_hpa(&client, 2, 2).await;
-    cluster::namespace(bed, "ml");
-    client
 }
 
 /// Bound workers per job, sampled until `for_how_long`; returns the lowest seen per job.
@@ -47,7 +36,7 @@ async fn lowest_bound_workers(client: &kube::Client, jobs: &[&str], for_how_long
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_masters_are_bounded_by_the_deadline_and_floors_hold() {
     let bed = bed().await;
-    let client = nodes_and_nginx(&bed).await;
+    let client = cluster::two_nodes_with_nginx(&bed).await;
     // 14 workers + 2 NGINX on 16 CPU. None of the three masters does what it is asked.
     let fails = ElasticJob::start(&bed, &client, "ml", "ja", (2, 12, 5), Behaviour::Fails, None).await;
     let hangs = ElasticJob::start(&bed, &client, "ml", "jb", (2, 12, 5), Behaviour::Hangs, None).await;
@@ -88,7 +77,7 @@ async fn broken_masters_are_bounded_by_the_deadline_and_floors_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_down_holds_growth_and_is_reported() {
     let bed = bed().await;
-    let client = nodes_and_nginx(&bed).await;
+    let client = cluster::two_nodes_with_nginx(&bed).await;
     let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
     // Nothing listens on port 9: every query fails, so the p99 is unknown.
     let config = "\
@@ -122,7 +111,7 @@ services:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_recover_from_an_apiserver_restart() {
     let bed = bed().await;
-    let client = nodes_and_nginx(&bed).await;
+    let client = cluster::two_nodes_with_nginx(&bed).await;
     let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 7), Behaviour::Honest, None).await;
     let b = ElasticJob::start(&bed, &client, "ml", "jb", (1, 12, 5), Behaviour::Honest, None).await;
     let config = "controller:\n  grow_stabilization: 1h\nservices:\n  - {name: nginx, namespace: web, hpa: nginx}\n";
@@ -160,7 +149,7 @@ async fn watches_recover_from_an_apiserver_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leader_is_replaced_and_no_command_is_sent_twice() {
     let bed = bed().await;
-    let client = nodes_and_nginx(&bed).await;
+    let client = cluster::two_nodes_with_nginx(&bed).await;
     let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 6), Behaviour::Honest, None).await;
     let b = ElasticJob::start(&bed, &client, "ml", "jb", (1, 12, 6), Behaviour::Honest, None).await;
     let config = "controller:\n  grow_stabilization: 3s\nservices:\n  - {name: nginx, namespace: web, hpa: nginx}\n";

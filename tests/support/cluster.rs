@@ -28,8 +28,14 @@ use tokio::sync::oneshot;
 
 use super::testbed::Testbed;
 
+/// A client with the test bed's admin credentials.
 pub async fn client(bed: &Testbed) -> Client {
-    let kubeconfig = Kubeconfig::read_from(&bed.kubeconfig).expect("readable kubeconfig");
+    client_from_yaml(&std::fs::read_to_string(&bed.kubeconfig).expect("readable kubeconfig")).await
+}
+
+/// A client from kubeconfig text (e.g. the admin one with a ServiceAccount's token).
+pub async fn client_from_yaml(kubeconfig: &str) -> Client {
+    let kubeconfig = Kubeconfig::from_yaml(kubeconfig).expect("valid kubeconfig");
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig");
     Client::try_from(config).expect("client")
@@ -67,6 +73,19 @@ pub fn deployment(
             "template": {"metadata": {"labels": labels}, "spec": spec}
         }
     })
+}
+
+/// The cluster most controller tests use: kwok nodes `node-a` and `node-b` (8 CPU, 64 GiB
+/// each), NGINX at 2 replicas with its HPA status at 2/2, and namespace `ml` for the jobs.
+pub async fn two_nodes_with_nginx(bed: &Testbed) -> Client {
+    for n in ["node-a", "node-b"] {
+        bed.kubectl_apply(&super::testbed::node_manifest(n, "8", "64Gi"));
+    }
+    let client = client(bed).await;
+    nginx(bed, 2, None);
+    set_hpa(&client, 2, 2).await;
+    namespace(bed, "ml");
+    client
 }
 
 /// The online service: Deployment `web/nginx` (1 CPU per replica) and its HPA (2..10 on CPU).
