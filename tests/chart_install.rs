@@ -206,7 +206,8 @@ fn installed_chart_grants_exactly_what_the_controller_needs() {
             "create events.events.k8s.io -n research",
             "patch deployments.apps --subresource=scale -n research",
             "create leases.coordination.k8s.io -n colocate-limited",
-            "update leases.coordination.k8s.io/colocate -n colocate-limited",
+            // The Lease is named like the release, so two releases elect apart.
+            "update leases.coordination.k8s.io/limited-colocate -n colocate-limited",
         ],
         &[
             "delete pods -n web",
@@ -218,6 +219,9 @@ fn installed_chart_grants_exactly_what_the_controller_needs() {
             "patch jobs.batch.volcano.sh -n ml",
             "list pytorchjobs.kubeflow.org -A",
             "update leases.coordination.k8s.io/colocate -n colocate-system",
+            "update leases.coordination.k8s.io/colocate -n colocate-limited",
         ],
     );
+    let config = tb.kubectl_run(&["get", "configmap", "-n", "colocate-limited", "limited-colocate", "-o", "yaml"]);
+    assert!(config.contains("lease_name: limited-colocate"), "the controller is not told its Lease:\n{config}");
 }

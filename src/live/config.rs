@@ -38,6 +38,9 @@ pub struct RunFlags {
     /// Namespace of the leader Lease (defaults to the pod's namespace, POD_NAMESPACE).
     #[arg(long, env = "COLOCATE_LEASE_NAMESPACE", value_name = "NAMESPACE")]
     pub lease_namespace: Option<String>,
+    /// Name of the leader Lease; replicas sharing it elect one leader (default `colocate`).
+    #[arg(long, env = "COLOCATE_LEASE_NAME", value_name = "NAME")]
+    pub lease_name: Option<String>,
     /// Prometheus server for service load and latency queries.
     #[arg(long, env = "COLOCATE_PROMETHEUS_URL", value_name = "URL")]
     pub prometheus_url: Option<String>,
@@ -90,6 +93,7 @@ pub struct RunFile {
     #[serde(default, deserialize_with = "optional_duration")]
     pub debounce: Option<Duration>,
     pub lease_namespace: Option<String>,
+    pub lease_name: Option<String>,
     pub prometheus_url: Option<String>,
     pub master_token_file: Option<PathBuf>,
     /// Samples older than this count as missing (latency unknown: no growth on its nodes).
@@ -106,6 +110,19 @@ pub struct RunFile {
     /// Also drive jobs without a master through Kubernetes adapters (`/scale`, Volcano); needs
     /// the RBAC for those kinds (the chart's `adapters` values).
     pub adapters: Option<bool>,
+}
+
+/// The leader Lease's name unless configured.
+pub const DEFAULT_LEASE_NAME: &str = "colocate";
+
+/// A Kubernetes object name (RFC 1123 subdomain): lowercase alphanumerics, '-' and '.',
+/// starting and ending alphanumeric, at most 253 characters.
+fn is_dns_subdomain(name: &str) -> bool {
+    let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    name.len() <= 253
+        && edge_ok(name.chars().next())
+        && edge_ok(name.chars().last())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -178,6 +195,7 @@ pub struct RunConfig {
     pub tick: Duration,
     pub debounce: Duration,
     pub lease_namespace: String,
+    pub lease_name: String,
     pub prometheus_url: Option<String>,
     pub master_token_file: Option<PathBuf>,
     pub sample_stale_after: Duration,
@@ -217,6 +235,11 @@ impl RunConfig {
                 .or_else(|| run.lease_namespace.clone())
                 .or(pod_namespace)
                 .unwrap_or_else(|| "default".to_string()),
+            lease_name: flags
+                .lease_name
+                .clone()
+                .or_else(|| run.lease_name.clone())
+                .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string()),
             prometheus_url: flags.prometheus_url.clone().or_else(|| run.prometheus_url.clone()),
             master_token_file: flags.master_token_file.clone().or_else(|| run.master_token_file.clone()),
             sample_stale_after: run.sample_stale_after.unwrap_or(Duration::from_secs(60)),
@@ -242,6 +265,13 @@ impl RunConfig {
                 "run.sample_stale_after",
                 format!("must be longer than run.sample_interval ({:?})", config.sample_interval),
             ));
+        }
+        if !is_dns_subdomain(&config.lease_name) {
+            let message = format!(
+                "`{}` is not a valid object name (lowercase letters, digits, '-' and '.', at most 253)",
+                config.lease_name
+            );
+            return Err(invalid("run.lease_name", message));
         }
         if config.lease_duration < Duration::from_secs(3) {
             return Err(invalid("run.lease_duration", "must be at least 3s".into()));
@@ -324,6 +354,7 @@ impl RunConfig {
             ("tick", d(self.tick)),
             ("debounce", d(self.debounce)),
             ("lease_namespace", self.lease_namespace.clone()),
+            ("lease_name", self.lease_name.clone()),
             ("prometheus_url", self.prometheus_url.clone().unwrap_or_else(|| "(none)".into())),
             (
                 "master_token_file",
@@ -380,5 +411,20 @@ mod tests {
         let no_file = RunConfig::resolve(&RunFlags::default(), None).unwrap();
         assert_eq!((no_file.tick, no_file.debounce), (Duration::from_secs(10), Duration::from_millis(50)));
         assert_eq!(no_file.controller, Config::default());
+        assert_eq!(no_file.lease_name, "colocate");
+    }
+
+    #[test]
+    fn lease_name_must_be_an_object_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "run:\n  lease_name: team-a.colocate\n").unwrap();
+        let flags = RunFlags { config: Some(path.clone()), ..RunFlags::default() };
+        assert_eq!(RunConfig::resolve(&flags, None).unwrap().lease_name, "team-a.colocate");
+        for bad in ["Colocate", "-colocate", "colocate_1", ""] {
+            let flags = RunFlags { lease_name: Some(bad.into()), ..flags.clone() };
+            let e = RunConfig::resolve(&flags, None).unwrap_err().to_string();
+            assert!(e.contains("run.lease_name") && e.contains("not a valid object name"), "{bad}: {e}");
+        }
     }
 }

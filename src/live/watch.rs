@@ -112,10 +112,14 @@ fn strip_node(n: &mut Node) {
 }
 
 /// Keeps what classification and capacity need: labels, node, phase, Ready, deletion, and
-/// per container only its name and resource requests.
+/// per container only its name and resource requests. Master Pods also keep their annotations
+/// (job overrides) and container ports (the port named `master`).
 fn strip_pod(p: &mut Pod) {
     p.managed_fields_mut().clear();
-    p.annotations_mut().clear();
+    let is_master = p.labels().get(MASTER_LABEL).is_some_and(|v| v == "true");
+    if !is_master {
+        p.annotations_mut().clear();
+    }
     p.metadata.owner_references = None;
     if let Some(spec) = p.spec.as_mut() {
         spec.volumes = None;
@@ -130,7 +134,9 @@ fn strip_pod(p: &mut Pod) {
             c.liveness_probe = None;
             c.readiness_probe = None;
             c.startup_probe = None;
-            c.ports = None;
+            if !is_master {
+                c.ports = None;
+            }
             c.image = None;
             c.security_context = None;
             if let Some(r) = c.resources.as_mut() {

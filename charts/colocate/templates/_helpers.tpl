@@ -52,7 +52,8 @@ The leader Lease. `colocate run` has no flag for its name: it is always `colocat
 namespace of the pod (POD_NAMESPACE). The Role grants get/update on this name only, and two
 releases in one namespace would share it (install them in different namespaces).
 */}}
-{{- define "colocate.leaseName" -}}colocate{{- end }}
+{{- /* One Lease per release: two releases in one namespace elect their leaders apart. */}}
+{{- define "colocate.leaseName" -}}{{ include "colocate.fullname" . }}{{- end }}
 
 {{- define "colocate.configDir" -}}/etc/colocate{{- end }}
 {{- define "colocate.tokenDir" -}}/var/run/secrets/colocate{{- end }}

@@ -1,11 +1,12 @@
-//! Jobs with an HTTP master: Services labelled `colocate.dev/master: "true"` with a port named
-//! `master` (master protocol v1, "Discovery"). One [`MasterClient`] per Service, kept while the
-//! Service's address is unchanged, so its connection pool survives between decisions.
+//! Jobs with an HTTP master: Services or Pods labelled `colocate.dev/master: "true"` with a port
+//! named `master` (master protocol v1, "Discovery"). One [`MasterClient`] per master object, kept
+//! while its address is unchanged, so its connection pool survives between decisions.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::master::{MasterClient, RetryPolicy};
@@ -42,7 +43,7 @@ impl ClientFactory for MasterClients {
     }
 }
 
-/// The master Services found so far, by uid and URL.
+/// The master objects found so far, by uid and URL.
 pub struct MasterDiscovery {
     factory: Box<dyn ClientFactory>,
     clients: Mutex<BTreeMap<(String, String), Arc<dyn JobEndpoint>>>,
@@ -53,40 +54,45 @@ impl MasterDiscovery {
         MasterDiscovery { factory, clients: Mutex::new(BTreeMap::new()) }
     }
 
-    /// The jobs behind `services`, and a sentence for each Service that cannot be used.
-    pub fn jobs(&self, services: &[Arc<Service>]) -> (Vec<DiscoveredJob>, Vec<String>) {
+    /// The jobs behind master `services` and `pods`, and a sentence for each that cannot be used.
+    /// Pods not running yet (no IP) are skipped quietly: they are found once they are.
+    pub fn jobs(&self, services: &[Arc<Service>], pods: &[Arc<Pod>]) -> (Vec<DiscoveredJob>, Vec<String>) {
         let mut jobs = Vec::new();
         let mut problems = Vec::new();
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         let mut keep = BTreeMap::new();
-        for s in services {
-            match master_of(s) {
-                Ok(found) => {
-                    let uid = s.metadata.uid.clone().unwrap_or_default();
-                    let key = (uid, found.url.clone());
-                    let endpoint = match clients.remove(&key) {
-                        Some(e) => e,
-                        None => match self.factory.client(&found.url) {
-                            Ok(c) => Arc::new(c) as Arc<dyn JobEndpoint>,
-                            Err(e) => {
-                                problems.push(format!("{}: {e}", found.object));
-                                continue;
-                            }
-                        },
-                    };
-                    keep.insert(key, endpoint.clone());
-                    jobs.push(DiscoveredJob {
-                        namespace: found.object.namespace.clone(),
-                        name: found.job,
-                        object: found.object,
-                        endpoint,
-                        overrides: found.overrides,
-                    });
+        let found =
+            services.iter().map(|s| master_of_service(s).map(Some)).chain(pods.iter().map(|p| master_of_pod(p)));
+        for found in found {
+            let found = match found {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                Err(problem) => {
+                    problems.push(problem);
+                    continue;
                 }
-                Err(problem) => problems.push(problem),
-            }
+            };
+            let key = (found.object.uid.clone().unwrap_or_default(), found.url.clone());
+            let endpoint = match clients.remove(&key) {
+                Some(e) => e,
+                None => match self.factory.client(&found.url) {
+                    Ok(c) => Arc::new(c) as Arc<dyn JobEndpoint>,
+                    Err(e) => {
+                        problems.push(format!("{}: {e}", found.object));
+                        continue;
+                    }
+                },
+            };
+            keep.insert(key, endpoint.clone());
+            jobs.push(DiscoveredJob {
+                namespace: found.object.namespace.clone(),
+                name: found.job,
+                object: found.object,
+                endpoint,
+                overrides: found.overrides,
+            });
         }
-        // Clients of Services that are gone (or moved) are dropped here.
+        // Clients of masters that are gone (or moved) are dropped here.
         *clients = keep;
         jobs.sort_by_key(DiscoveredJob::key);
         (jobs, problems)
@@ -100,34 +106,62 @@ struct FoundMaster {
     overrides: translate::JobOverrides,
 }
 
-/// Where a master Service points and which job it runs. Pure.
-fn master_of(s: &Service) -> Result<FoundMaster, String> {
-    let namespace = s.metadata.namespace.clone().unwrap_or_default();
-    let name = s.metadata.name.clone().unwrap_or_default();
-    let object = JobObject {
+fn job_object(kind: &str, meta: &ObjectMeta) -> JobObject {
+    JobObject {
         api_version: "v1".into(),
-        kind: "Service".into(),
-        namespace: namespace.clone(),
-        name: name.clone(),
-        uid: s.metadata.uid.clone(),
-    };
-    let labels = s.metadata.labels.clone().unwrap_or_default();
-    // The job is named by the workers' label; a master Service normally carries it too.
-    let job = labels.get(JOB_LABEL).cloned().unwrap_or_else(|| name.clone());
-    let annotations = s.metadata.annotations.as_ref();
+        kind: kind.into(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone(),
+    }
+}
+
+/// The job, overrides and URL of a master object; `address` gives the URL unless the
+/// annotation overrides it.
+fn found_master(
+    object: JobObject,
+    meta: &ObjectMeta,
+    address: impl FnOnce(&JobObject) -> Result<String, String>,
+) -> Result<FoundMaster, String> {
+    // The job is named by the workers' label; a master normally carries it too.
+    let job = meta.labels.as_ref().and_then(|l| l.get(JOB_LABEL)).cloned().unwrap_or_else(|| object.name.clone());
+    let annotations = meta.annotations.as_ref();
     let overrides =
         translate::job_overrides(&object.to_string(), annotations).map_err(|e| format!("master {object}: {e}"))?;
     let url = match annotations.and_then(|a| a.get(MASTER_URL_ANNOTATION)) {
         Some(url) => url.trim().to_string(),
-        None => {
-            let ports = s.spec.as_ref().and_then(|sp| sp.ports.as_ref());
-            let port = ports
-                .and_then(|ps| ps.iter().find(|p| p.name.as_deref() == Some(MASTER_PORT_NAME)))
-                .ok_or_else(|| format!("master {object}: no port named `{MASTER_PORT_NAME}`"))?;
-            format!("http://{name}.{namespace}.svc:{}", port.port)
-        }
+        None => address(&object)?,
     };
     Ok(FoundMaster { job, url, object, overrides })
+}
+
+/// Where a master Service points and which job it runs. Pure.
+fn master_of_service(s: &Service) -> Result<FoundMaster, String> {
+    found_master(job_object("Service", &s.metadata), &s.metadata, |object| {
+        let ports = s.spec.as_ref().and_then(|sp| sp.ports.as_ref());
+        let port = ports
+            .and_then(|ps| ps.iter().find(|p| p.name.as_deref() == Some(MASTER_PORT_NAME)))
+            .ok_or_else(|| format!("master {object}: no port named `{MASTER_PORT_NAME}`"))?;
+        Ok(format!("http://{}.{}.svc:{}", object.name, object.namespace, port.port))
+    })
+}
+
+/// Where a master Pod listens (its IP and the container port named `master`) and which job it
+/// runs; None while it has no IP or is terminating. Pure.
+fn master_of_pod(p: &Pod) -> Result<Option<FoundMaster>, String> {
+    let ip = p.status.as_ref().and_then(|s| s.pod_ip.as_deref()).filter(|ip| !ip.is_empty());
+    let Some(ip) = ip.filter(|_| p.metadata.deletion_timestamp.is_none()) else { return Ok(None) };
+    let found = found_master(job_object("Pod", &p.metadata), &p.metadata, |object| {
+        let containers = p.spec.iter().flat_map(|s| &s.containers);
+        let port = containers
+            .flat_map(|c| c.ports.iter().flatten())
+            .find(|port| port.name.as_deref() == Some(MASTER_PORT_NAME))
+            .ok_or_else(|| format!("master {object}: no container port named `{MASTER_PORT_NAME}`"))?;
+        // An IPv6 address needs brackets in a URL.
+        let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
+        Ok(format!("http://{host}:{}", port.container_port))
+    })?;
+    Ok(Some(found))
 }
 
 #[cfg(test)]
@@ -173,7 +207,7 @@ mod tests {
                 "spec": {"ports": [{"name": "master", "port": 80}]}
             })),
         ];
-        let (jobs, problems) = d.jobs(&services);
+        let (jobs, problems) = d.jobs(&services, &[]);
         let found: Vec<_> = jobs.iter().map(|j| (j.key(), j.endpoint.describe(), j.overrides.priority)).collect();
         assert_eq!(
             found,
@@ -188,17 +222,50 @@ mod tests {
     }
 
     #[test]
+    fn master_pods_are_found_by_ip_and_container_port_once_running() {
+        let d = MasterDiscovery::new(Box::new(Plain));
+        let pod = |name: &str, ip: Option<&str>, port_name: &str| -> Arc<Pod> {
+            let mut v = json!({
+                "metadata": {"namespace": "ml", "name": name, "uid": name,
+                    "labels": {"colocate.dev/master": "true", "colocate.dev/job": "wd"}},
+                "spec": {"containers": [{"name": "m", "ports": [{"name": port_name, "containerPort": 7070}]}]},
+                "status": {}
+            });
+            if let Some(ip) = ip {
+                v["status"]["podIP"] = json!(ip);
+            }
+            Arc::new(serde_json::from_value(v).expect("a Pod"))
+        };
+        let pods = [
+            pod("v4", Some("10.0.0.7"), "master"),
+            pod("v6", Some("fd00::7"), "master"),
+            pod("starting", None, "master"),
+            pod("wrongport", Some("10.0.0.8"), "http"),
+        ];
+        let (jobs, problems) = d.jobs(&[], &pods);
+        let found: Vec<_> = jobs.iter().map(|j| (j.object.to_string(), j.endpoint.describe())).collect();
+        assert_eq!(
+            found,
+            [
+                ("Pod ml/v4".to_string(), "http://10.0.0.7:7070".to_string()),
+                ("Pod ml/v6".to_string(), "http://[fd00::7]:7070".to_string()),
+            ]
+        );
+        assert_eq!(problems, ["master Pod ml/wrongport: no container port named `master`"]);
+    }
+
+    #[test]
     fn keeps_a_client_while_the_address_is_unchanged() {
         let d = MasterDiscovery::new(Box::new(Plain));
         let s = service(json!({
             "metadata": {"namespace": "ml", "name": "m", "uid": "u1", "annotations": {"colocate.dev/master-url": "http://a:1"}},
         }));
-        let first = d.jobs(std::slice::from_ref(&s)).0.remove(0).endpoint;
-        let again = d.jobs(std::slice::from_ref(&s)).0.remove(0).endpoint;
+        let first = d.jobs(std::slice::from_ref(&s), &[]).0.remove(0).endpoint;
+        let again = d.jobs(std::slice::from_ref(&s), &[]).0.remove(0).endpoint;
         assert!(Arc::ptr_eq(&first, &again));
         let mut moved = (*s).clone();
         moved.metadata.annotations = Some([(MASTER_URL_ANNOTATION.to_string(), "http://b:1".to_string())].into());
-        let other = d.jobs(&[Arc::new(moved)]).0.remove(0).endpoint;
+        let other = d.jobs(&[Arc::new(moved)], &[]).0.remove(0).endpoint;
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(other.describe(), "http://b:1");
     }

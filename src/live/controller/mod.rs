@@ -43,9 +43,6 @@ use crate::live::sampler::Sampler;
 use crate::live::watch::{Caches, WatchStats};
 use crate::telemetry::{self, Health, Metrics};
 
-/// Name of the leader Lease.
-pub const LEASE_NAME: &str = "colocate";
-
 /// What stops `run` from starting; everything later is logged and retried instead.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -119,7 +116,8 @@ pub async fn run(
     };
 
     let identity = default_identity();
-    let lease = LeaseConfig::with_duration(&config.lease_namespace, LEASE_NAME, &identity, config.lease_duration);
+    let lease =
+        LeaseConfig::with_duration(&config.lease_namespace, &config.lease_name, &identity, config.lease_duration);
     let elector = Arc::new(
         LeaderElector::new(Api::<Lease>::namespaced(client.clone(), &config.lease_namespace), lease)
             .map_err(|e| StartError::Lease(e.to_string()))?,
@@ -142,10 +140,11 @@ pub async fn run(
 
     let status_timeout = config.status_interval.min(config.master_timeout);
     let poller = Arc::new(Poller::new(status_timeout, config.status_interval * 3, metrics.clone(), changed.clone()));
-    let factory = MasterClients { token, timeout: Duration::from_secs(5), retry: RetryPolicy::default() };
+    let factory = MasterClients { token, timeout: config.master_timeout, retry: RetryPolicy::default() };
     let directory = Arc::new(JobDirectory {
         masters: MasterDiscovery::new(Box::new(factory)),
         master_services: caches.masters.clone(),
+        pods: caches.pods.clone(),
         adapters,
     });
 

@@ -1,7 +1,10 @@
 //! Writes what the controller did onto the job's own object, so `kubectl describe` on the
-//! master Service (or the adapted Deployment, PyTorchJob, ...) shows why it shrank: an Event
-//! and an annotation holding the last decision. Failures are logged, never fatal: the scale
-//! command already happened.
+//! master Service (or master Pod, or the adapted Deployment, PyTorchJob, ...) shows why it
+//! shrank: an Event regarding the object, and on master Services also an annotation holding the
+//! last decision. Other kinds get the Event only: annotating them would need `patch` on the
+//! workloads themselves (Deployments, PyTorchJobs, any Pod), more than the controller should
+//! hold when `/scale` is all it needs to act. Failures are logged, never fatal: the scale command
+//! already happened.
 
 use std::collections::BTreeMap;
 
@@ -66,7 +69,9 @@ impl DecisionRecorder {
         if let Err(e) = self.events.publish(&event, &reference).await {
             tracing::warn!(object = %object, error = %e, "could not publish the event");
         }
-        if let Some(value) = &record.annotation {
+        if let Some(value) =
+            record.annotation.as_ref().filter(|_| object.kind == "Service" && object.api_version == "v1")
+        {
             if let Err(e) = self.annotate(object, value).await {
                 tracing::warn!(object = %object, error = %e, "could not annotate the job with the decision");
             }
