@@ -120,8 +120,11 @@ impl Master {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("[example-master] {line}");
-                if let Some((_, addr)) = line.split_once("listening on ") {
-                    let _ = tx.send(addr.trim().to_string());
+                // `... listening on 127.0.0.1:PORT job=... ` (the message, then its fields).
+                if let Some(addr) =
+                    line.split_once("listening on ").and_then(|(_, rest)| rest.split_whitespace().next())
+                {
+                    let _ = tx.send(addr.to_string());
                 }
                 lines.lock().unwrap().push(line);
             }

@@ -10,24 +10,24 @@
 //!   phase, which only the job knows;
 //! - the flags: the job's bounds and per-worker resources usually come from the framework's own
 //!   job spec rather than from flags;
-//! - the logging: [`StderrLog`] stands in for the integrator's logging.
+//! - the logging: `tracing` events go to stderr through [`super::logging`] (text or JSON); an
+//!   integrator plugs in their own subscriber there.
 //!
 //! Run it next to the workers, behind a Service labelled `colocate.dev/master: "true"` with a port
 //! named `master` (see `shared/docs/master-protocol-v1.md`); the RBAC it needs is in
 //! [`colocate::live::master::deployment`].
 
-use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use colocate::core::resources::{parse_cpu, parse_memory};
+use colocate::live::config::LogFormat;
 use colocate::live::master::deployment::DeploymentBackend;
 use colocate::live::master::{serve_with_shutdown, MasterConfig, MasterState, WorkerResources};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
-use tracing::field::{Field, Visit};
 
 /// Flags of `colocate example-master`; each has an environment variable (for a pod spec).
 #[derive(Debug, clap::Args)]
@@ -66,6 +66,9 @@ pub struct Args {
     /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).
     #[arg(long, env = "COLOCATE_MASTER_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// Log as `text` (default) or `json`, one object per line.
+    #[arg(long, env = "COLOCATE_LOG_FORMAT", value_name = "FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
 }
 
 fn cpu_quantity(s: &str) -> Result<String, String> {
@@ -99,8 +102,7 @@ fn chain(e: &anyhow::Error) -> String {
 
 /// Serves until SIGTERM or SIGINT, then finishes the requests in flight.
 pub fn run(args: Args) -> Result<(), ExampleMasterError> {
-    // Ignore a second installation (only in tests that call `run` twice).
-    let _ = tracing::subscriber::set_global_default(StderrLog);
+    super::logging::init(args.log_format);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -168,12 +170,9 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
         .map_err(Runtime)?;
     let addr = listener.local_addr().context("reading the listening address").map_err(Runtime)?;
     let shutdown = shutdown_signal().map_err(Runtime)?;
-    eprintln!(
-        "example-master: job {} over deployment {namespace}/{} (generation {generation}); listening on {addr}",
-        args.job, args.deployment
-    );
+    tracing::info!(job = %args.job, deployment = %format!("{namespace}/{}", args.deployment), generation, %addr, "listening on {addr}");
     serve_with_shutdown(listener, state, shutdown).await.context("serving master protocol v1").map_err(Runtime)?;
-    eprintln!("example-master: stopped");
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -188,51 +187,6 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + S
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
         };
-        eprintln!("example-master: {name}: finishing requests in flight");
+        tracing::info!(signal = name, "finishing requests in flight");
     })
-}
-
-/// Prints `tracing` events at INFO and above to stderr, one line each
-/// (`INFO colocate::live::master::server: scaling job=wd target=2 ...`). The crate has no log
-/// subscriber yet (it comes with `colocate run`); an integrator plugs in their own logging here.
-struct StderrLog;
-
-impl tracing::Subscriber for StderrLog {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= tracing::Level::INFO
-    }
-
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut line = format!("{} {}:", event.metadata().level(), event.metadata().target());
-        event.record(&mut Fields(&mut line));
-        eprintln!("{line}");
-    }
-
-    fn enter(&self, _: &tracing::span::Id) {}
-
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-/// Writes an event's message, then its fields as `name=value`.
-struct Fields<'a>(&'a mut String);
-
-impl Visit for Fields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.record_debug(field, &format_args!("{value}"));
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let _ = match field.name() {
-            "message" => write!(self.0, " {value:?}"),
-            name => write!(self.0, " {name}={value:?}"),
-        };
-    }
 }
