@@ -12,18 +12,7 @@ use std::time::{Duration, Instant};
 use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
 use support::testbed::Testbed;
 
-/// Short windows so that the test sees growth within seconds.
-pub const CONFIG: &str = "\
-controller:
-  grow_stabilization: 3s
-  release_deadline: 20s
-services:
-  - name: nginx
-    namespace: web
-    hpa: nginx
-";
-
-const FLAGS: &[&str] = &["--tick", "1s", "--status-interval", "500ms", "--lease-duration", "3s"];
+use support::cluster::{QUICK_CONFIG as CONFIG, QUICK_FLAGS as FLAGS};
 
 async fn cluster(bed: &Testbed) -> (kube::Client, ElasticJob, ElasticJob) {
     let client = cluster::two_nodes_with_nginx(bed).await;

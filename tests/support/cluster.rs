@@ -75,6 +75,21 @@ pub fn deployment(
     })
 }
 
+/// `colocate run`'s config for tests on [`two_nodes_with_nginx`]: the NGINX service by its HPA,
+/// and short windows so that growth shows within seconds.
+pub const QUICK_CONFIG: &str = "\
+controller:
+  grow_stabilization: 3s
+  release_deadline: 20s
+services:
+  - name: nginx
+    namespace: web
+    hpa: nginx
+";
+
+/// Flags to go with [`QUICK_CONFIG`]: a 1 s tick, status every 500 ms, 3 s leases.
+pub const QUICK_FLAGS: &[&str] = &["--tick", "1s", "--status-interval", "500ms", "--lease-duration", "3s"];
+
 /// The cluster most controller tests use: kwok nodes `node-a` and `node-b` (8 CPU, 64 GiB
 /// each), NGINX at 2 replicas with its HPA status at 2/2, and namespace `ml` for the jobs.
 pub async fn two_nodes_with_nginx(bed: &Testbed) -> Client {
