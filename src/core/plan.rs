@@ -129,21 +129,97 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
 
 /// How far one job has got in keeping its workers: the next bound worker to look at, the
 /// starting workers still to place, and the room taken so far (given back if it gives way).
-struct Keeping {
+struct Keeping<'a> {
+    job: &'a Job,
+    pods: &'a JobPods<'a>,
     next_bound: usize,
     next_pending: usize,
     starting_left: u32,
     taken: Vec<(usize, Resources)>,
 }
 
-impl Keeping {
-    fn new(job: &Job, pods: &JobPods) -> Self {
+impl<'a> Keeping<'a> {
+    fn new(job: &'a Job, pods: &'a JobPods<'a>) -> Self {
         Keeping {
+            job,
+            pods,
             next_bound: 0,
             next_pending: 0,
             starting_left: job.target_workers.saturating_sub(pods.bound.len() as u32),
             taken: Vec::new(),
         }
+    }
+
+    /// Keeps the job's workers up to its floor. Below the floor it tries to restore it elsewhere
+    /// before giving way entirely (target 0, every worker released, its room given back).
+    fn keep_floor(&mut self, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
+        let floor = self.job.min_workers.min(self.job.target_workers);
+        while plan.kept + plan.kept_starting < floor && self.keep_one(rooms, held_below, plan) {}
+        let kept = plan.kept + plan.kept_starting;
+        if kept == 0 || kept >= self.job.min_workers {
+            plan.gave_way = kept == 0 && self.job.target_workers > 0;
+            return;
+        }
+        for _ in kept..self.job.min_workers {
+            match place_worker(rooms, held_below, &self.job.worker, false) {
+                Some(node) => {
+                    self.taken.push((node, self.job.worker));
+                    plan.kept_starting += 1;
+                }
+                None => {
+                    for &(node, r) in &self.taken {
+                        rooms[node].training_room += r;
+                    }
+                    plan.gave_way = true;
+                    plan.released = self.pods.bound.iter().map(|w| (w.name.to_string(), Some(w.node))).collect();
+                    plan.released.extend(self.pods.pending.iter().map(|n| (n.to_string(), None)));
+                    plan.released_unnamed = 0;
+                    plan.kept = 0;
+                    plan.kept_starting = 0;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Keeps one more worker if the job has one to keep: the next bound worker that still fits
+    /// where it is (those that no longer fit are released on the way), else one of the workers it
+    /// is starting, placed where it fits (released if it fits nowhere). False when nothing is
+    /// left to keep. Bound workers beyond the master's target are ones it is already removing, and
+    /// pending pods beyond it are leftovers it will remove anyway: neither is kept nor released.
+    fn keep_one(&mut self, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) -> bool {
+        if plan.kept + plan.kept_starting >= self.job.target_workers {
+            return false;
+        }
+        while let Some(w) = self.pods.bound.get(self.next_bound) {
+            self.next_bound += 1;
+            let room = &mut rooms[w.node];
+            if w.requests.fits_in(&room.training_room) {
+                room.training_room -= w.requests;
+                self.taken.push((w.node, w.requests));
+                plan.kept += 1;
+                return true;
+            }
+            plan.released.push((w.name.to_string(), Some(w.node)));
+        }
+        while self.starting_left > 0 {
+            self.starting_left -= 1;
+            let name = self.pods.pending.get(self.next_pending);
+            self.next_pending += 1;
+            // Starting workers keep their claim even on nodes held for growth: they were granted.
+            match place_worker(rooms, held_below, &self.job.worker, true) {
+                Some(node) => {
+                    self.taken.push((node, self.job.worker));
+                    plan.kept_starting += 1;
+                    return true;
+                }
+                None => match name {
+                    Some(n) => plan.released.push((n.to_string(), None)),
+                    None => plan.released_unnamed += 1,
+                },
+            }
+        }
+        false
     }
 }
 
@@ -162,7 +238,7 @@ fn keep_level(
 ) {
     let mut keeping: Vec<Keeping> = members.iter().map(|&j| Keeping::new(&jobs[j], &pods[j])).collect();
     for (k, &j) in members.iter().enumerate() {
-        keep_floor(&jobs[j], &pods[j], rooms, held_below, &mut plans[j], &mut keeping[k]);
+        keeping[k].keep_floor(rooms, held_below, &mut plans[j]);
     }
     let mut active: Vec<bool> = members.iter().map(|&j| !plans[j].gave_way).collect();
     let share = |j: usize, plan: &JobPlan| {
@@ -175,94 +251,8 @@ fn keep_level(
         });
         let Some(k) = next else { return };
         let j = members[k];
-        active[k] = keep_one(&jobs[j], &pods[j], rooms, held_below, &mut plans[j], &mut keeping[k]);
+        active[k] = keeping[k].keep_one(rooms, held_below, &mut plans[j]);
     }
-}
-
-/// Keeps the job's workers up to its floor. Below the floor it tries to restore it elsewhere
-/// before giving way entirely (target 0, every worker released, its room given back).
-fn keep_floor(
-    job: &Job,
-    pods: &JobPods,
-    rooms: &mut [NodeRoom],
-    held_below: &[Resources],
-    plan: &mut JobPlan,
-    k: &mut Keeping,
-) {
-    let floor = job.min_workers.min(job.target_workers);
-    while plan.kept + plan.kept_starting < floor && keep_one(job, pods, rooms, held_below, plan, k) {}
-    let kept = plan.kept + plan.kept_starting;
-    if kept == 0 || kept >= job.min_workers {
-        plan.gave_way = kept == 0 && job.target_workers > 0;
-        return;
-    }
-    for _ in kept..job.min_workers {
-        match place_worker(rooms, held_below, &job.worker, false) {
-            Some(node) => {
-                k.taken.push((node, job.worker));
-                plan.kept_starting += 1;
-            }
-            None => {
-                for &(node, r) in &k.taken {
-                    rooms[node].training_room += r;
-                }
-                plan.gave_way = true;
-                plan.released = pods.bound.iter().map(|w| (w.name.to_string(), Some(w.node))).collect();
-                plan.released.extend(pods.pending.iter().map(|n| (n.to_string(), None)));
-                plan.released_unnamed = 0;
-                plan.kept = 0;
-                plan.kept_starting = 0;
-                return;
-            }
-        }
-    }
-}
-
-/// Keeps one more worker if the job has one to keep: the next bound worker that still fits
-/// where it is (those that no longer fit are released on the way), else one of the workers it
-/// is starting, placed where it fits (released if it fits nowhere). False when nothing is
-/// left to keep. Bound workers beyond the master's target are ones it is already removing, and
-/// pending pods beyond it are leftovers it will remove anyway: neither is kept nor released.
-fn keep_one(
-    job: &Job,
-    pods: &JobPods,
-    rooms: &mut [NodeRoom],
-    held_below: &[Resources],
-    plan: &mut JobPlan,
-    k: &mut Keeping,
-) -> bool {
-    if plan.kept + plan.kept_starting >= job.target_workers {
-        return false;
-    }
-    while let Some(w) = pods.bound.get(k.next_bound) {
-        k.next_bound += 1;
-        let room = &mut rooms[w.node];
-        if w.requests.fits_in(&room.training_room) {
-            room.training_room -= w.requests;
-            k.taken.push((w.node, w.requests));
-            plan.kept += 1;
-            return true;
-        }
-        plan.released.push((w.name.to_string(), Some(w.node)));
-    }
-    while k.starting_left > 0 {
-        k.starting_left -= 1;
-        let name = pods.pending.get(k.next_pending);
-        k.next_pending += 1;
-        // Starting workers keep their claim even on nodes held for growth: they were granted.
-        match place_worker(rooms, held_below, &job.worker, true) {
-            Some(node) => {
-                k.taken.push((node, job.worker));
-                plan.kept_starting += 1;
-                return true;
-            }
-            None => match name {
-                Some(n) => plan.released.push((n.to_string(), None)),
-                None => plan.released_unnamed += 1,
-            },
-        }
-    }
-    false
 }
 
 /// Picks a node for one worker and takes the room: best fit among nodes where it needs no
