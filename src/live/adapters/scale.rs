@@ -80,8 +80,7 @@ impl WorkerBackend for ScaleSubresourceBackend {
     async fn observe(&self) -> Result<Observed, BackendError> {
         let scale = self.api.get_scale(&self.name).await.map_err(|e| self.failed("reading /scale of", &e))?;
         let target = scale.spec.and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
-        let (current, pending) = self.workers.count().await?;
-        Ok(Observed { target, current, pending, phase: self.phase.as_ref().and_then(|p| p()), ..Observed::default() })
+        self.workers.observed(target, self.phase.as_ref().and_then(|p| p())).await
     }
 
     async fn scale(&self, command: &ScaleCommand) -> Result<(), BackendError> {

@@ -156,8 +156,7 @@ impl WorkerBackend for VolcanoBackend {
         let job = self.read().await?;
         let (_, task) = task_index(&job.data, &self.task).map_err(|e| self.rejected(e))?;
         let target = task["replicas"].as_u64().unwrap_or(0).min(u64::from(u32::MAX)) as u32;
-        let (current, pending) = self.workers.count().await?;
-        Ok(Observed { target, current, pending, phase: volcano_phase(&job.data), ..Observed::default() })
+        self.workers.observed(target, volcano_phase(&job.data)).await
     }
 
     async fn scale(&self, command: &ScaleCommand) -> Result<(), BackendError> {

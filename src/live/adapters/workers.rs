@@ -8,7 +8,7 @@ use kube::{Api, Client};
 
 use crate::core::Resources;
 use crate::live::master::deployment::kube_failure;
-use crate::live::master::{BackendError, Quantity, WorkerResources};
+use crate::live::master::{BackendError, Observed, Phase, Quantity, WorkerResources};
 use crate::live::translate::{pod_is_finished, pod_is_ready, pod_requests, TranslateError, GPU, JOB_LABEL, ROLE_LABEL};
 
 /// The label selector of a job's workers, as the controller classifies pods.
@@ -111,6 +111,13 @@ impl WorkerPods {
             kube_failure(format!("listing pods ({}) in namespace {}", self.selector, self.namespace), &e)
         })?;
         Ok(count_workers(&list.items))
+    }
+
+    /// What a backend reports: the replicas its object asks for (`target`), the worker pods
+    /// counted now, and the job's phase where the object tells it.
+    pub async fn observed(&self, target: u32, phase: Option<Phase>) -> Result<Observed, BackendError> {
+        let (current, pending) = self.count().await?;
+        Ok(Observed { target, current, pending, phase, ..Observed::default() })
     }
 }
 
