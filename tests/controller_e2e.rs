@@ -9,7 +9,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
+use support::cluster::{
+    self, deployment_replicas, eventually, pod_counts, set_hpa, Announce, Behaviour, Controller, ElasticJob,
+};
 use support::testbed::Testbed;
 
 use support::cluster::{QUICK_CONFIG as CONFIG, QUICK_FLAGS as FLAGS};
@@ -17,7 +19,9 @@ use support::cluster::{QUICK_CONFIG as CONFIG, QUICK_FLAGS as FLAGS};
 async fn cluster(bed: &Testbed) -> (kube::Client, ElasticJob, ElasticJob) {
     let client = cluster::two_nodes_with_nginx(bed).await;
     let a = ElasticJob::start(bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
-    let b = ElasticJob::start(bed, &client, "ml", "jb", (1, 12, 2), Behaviour::Honest, None).await;
+    // The second job's master is announced by a Pod rather than a Service.
+    let b =
+        ElasticJob::start_announced(bed, &client, "ml", "jb", (1, 12, 2), Behaviour::Honest, None, Announce::Pod).await;
     (client, a, b)
 }
 
@@ -95,6 +99,7 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
         }
     })
     .await;
+    assert!(!b.commands().is_empty(), "the job whose master is a Pod was never commanded");
     let grew_at = a.commands().iter().chain(&b.commands()).filter(|c| c.reason == "grow").map(|c| c.at).max().unwrap();
     assert!(grew_at > calm, "no grow command after the spike");
     assert!(

@@ -207,8 +207,33 @@ pub struct ElasticJob {
     stop: Option<oneshot::Sender<()>>,
 }
 
+/// How a job's master announces itself (master protocol v1, "Discovery").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announce {
+    /// A Service `<name>-master` labelled `colocate.dev/master: "true"`.
+    Service,
+    /// A Pod `<name>-master` so labelled, with a container port named `master` (run by kwok).
+    Pod,
+}
+
 impl ElasticJob {
+    /// A job whose master is announced by a Service.
     pub async fn start(
+        bed: &Testbed,
+        client: &Client,
+        ns: &str,
+        name: &str,
+        sizes: (u32, u32, u32),
+        behaviour: Behaviour,
+        priority_class: Option<&str>,
+    ) -> ElasticJob {
+        Self::start_announced(bed, client, ns, name, sizes, behaviour, priority_class, Announce::Service).await
+    }
+
+    /// `(min, max, replicas)` workers; the master is served on loopback, and the object that
+    /// announces it points there with the `colocate.dev/master-url` annotation.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_announced(
         bed: &Testbed,
         client: &Client,
         ns: &str,
@@ -216,6 +241,7 @@ impl ElasticJob {
         (min, max, replicas): (u32, u32, u32),
         behaviour: Behaviour,
         priority_class: Option<&str>,
+        announce: Announce,
     ) -> ElasticJob {
         let labels = json!({"colocate.dev/job": name, "colocate.dev/role": "worker"});
         let workers = format!("{name}-workers");
@@ -236,13 +262,18 @@ impl ElasticJob {
         tokio::spawn(serve_with_shutdown(listener, state, async {
             let _ = stopped.await;
         }));
-        bed.kubectl_apply(&json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"namespace": ns, "name": format!("{name}-master"),
-                "labels": {"colocate.dev/master": "true", "colocate.dev/job": name},
-                "annotations": {"colocate.dev/master-url": url}},
-            "spec": {"ports": [{"name": "master", "port": 8080}]}
-        }));
+        let metadata = json!({"namespace": ns, "name": format!("{name}-master"),
+            "labels": {"colocate.dev/master": "true", "colocate.dev/job": name},
+            "annotations": {"colocate.dev/master-url": url}});
+        bed.kubectl_apply(&match announce {
+            Announce::Service => json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata,
+                "spec": {"ports": [{"name": "master", "port": 8080}]}}),
+            Announce::Pod => json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                "spec": {"tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "master", "image": "registry.invalid/fake",
+                        "ports": [{"name": "master", "containerPort": 8080}],
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}),
+        });
         ElasticJob { name: name.to_string(), ns: ns.to_string(), seen, stop: Some(stop) }
     }
 
