@@ -1,0 +1,100 @@
+//! Metric names, exactly as they appear in `/metrics`, and the label values and buckets they use.
+
+/// Residual capacity for training per node (after online reservations and the margin), labels
+/// `node`, `resource` (cpu|memory|gpu) and `unit` (core|byte|device).
+pub const NODE_RESIDUAL_CAPACITY: &str = "colocate_node_residual_capacity";
+/// The same summed over nodes, labels `resource` and `unit`.
+pub const CLUSTER_RESIDUAL_CAPACITY: &str = "colocate_cluster_residual_capacity";
+/// CPU requests bound to nodes by class (system|online|training|idle), in cores.
+pub const CPU_ALLOCATION_CORES: &str = "colocate_cpu_allocation_cores";
+/// The same as a fraction of the cluster's allocatable CPU.
+pub const CPU_ALLOCATION_RATIO: &str = "colocate_cpu_allocation_ratio";
+/// Configured target CPU allocation (fraction of allocatable).
+pub const TARGET_UTILIZATION_RATIO: &str = "colocate_target_utilization_ratio";
+/// Workers of a job bound to nodes and not terminating, label `job`.
+pub const JOB_WORKERS: &str = "colocate_job_workers";
+/// Worker count the controller steers a job to, label `job`.
+pub const JOB_TARGET_WORKERS: &str = "colocate_job_target_workers";
+/// Scale intents decided, label `reason` ([`Reason::as_str`]).
+pub const INTENTS_TOTAL: &str = "colocate_intents_total";
+/// Scale commands sent to masters, labels `outcome` (ok|error) and `error`
+/// ([`MasterError::kind`], `none` for ok).
+pub const ACTUATIONS_TOTAL: &str = "colocate_actuations_total";
+/// Age of the newest sample per `service` and `source` (for example `load`, `latency`).
+pub const SAMPLE_AGE_SECONDS: &str = "colocate_sample_age_seconds";
+/// Samples found too old to use, labels `service` and `source`.
+pub const SAMPLES_STALE_TOTAL: &str = "colocate_samples_stale_total";
+/// Time one decision took (snapshot in, intents out); a histogram.
+pub const DECISION_DURATION_SECONDS: &str = "colocate_decision_duration_seconds";
+/// Watch failures after which a reflector restarted, label `kind` ([`KINDS`]).
+pub const WATCH_RESTARTS_TOTAL: &str = "colocate_watch_restarts_total";
+/// 1 while this replica holds the leader lease, else 0.
+pub const LEADER: &str = "colocate_leader";
+/// 1 once every reflector has listed its objects, else 0.
+pub const REFLECTORS_READY: &str = "colocate_reflectors_ready";
+/// Floor of an elastic job (`workers.min`, or its override), label `job`.
+pub const JOB_MIN_WORKERS: &str = "colocate_job_min_workers";
+/// 1 while a job's master (or adapter) answered its last status request, else 0, label `job`.
+pub const JOB_MASTER_UP: &str = "colocate_job_master_up";
+/// Worker pods the controller deleted itself because a master missed a shrink deadline,
+/// label `job`.
+pub const FORCED_PREEMPTIONS_TOTAL: &str = "colocate_forced_preemptions_total";
+/// Decisions made (one per debounced watch event or tick, leader or not).
+pub const DECISIONS_TOTAL: &str = "colocate_decisions_total";
+/// A service's load as last sampled (requests per second, or whatever its query measures),
+/// label `service`.
+pub const SERVICE_LOAD: &str = "colocate_service_load";
+/// A service's p99 latency as last sampled, label `service`.
+pub const SERVICE_LATENCY_P99_SECONDS: &str = "colocate_service_latency_p99_seconds";
+/// A service's configured p99 latency objective, label `service`.
+pub const SERVICE_SLO_P99_SECONDS: &str = "colocate_service_slo_p99_seconds";
+/// Sampling attempts that failed (query error, unreachable endpoint, unparsable or missing
+/// metric), labels `service` and `source`.
+pub const SAMPLE_ERRORS_TOTAL: &str = "colocate_sample_errors_total";
+
+/// Every metric name, in the order of `/metrics`.
+pub const ALL: [&str; 23] = [
+    NODE_RESIDUAL_CAPACITY,
+    CLUSTER_RESIDUAL_CAPACITY,
+    CPU_ALLOCATION_CORES,
+    CPU_ALLOCATION_RATIO,
+    TARGET_UTILIZATION_RATIO,
+    JOB_WORKERS,
+    JOB_TARGET_WORKERS,
+    INTENTS_TOTAL,
+    ACTUATIONS_TOTAL,
+    SAMPLE_AGE_SECONDS,
+    SAMPLES_STALE_TOTAL,
+    DECISION_DURATION_SECONDS,
+    WATCH_RESTARTS_TOTAL,
+    LEADER,
+    REFLECTORS_READY,
+    JOB_MIN_WORKERS,
+    JOB_MASTER_UP,
+    FORCED_PREEMPTIONS_TOTAL,
+    DECISIONS_TOTAL,
+    SERVICE_LOAD,
+    SERVICE_LATENCY_P99_SECONDS,
+    SERVICE_SLO_P99_SECONDS,
+    SAMPLE_ERRORS_TOTAL,
+];
+
+/// Values of the `error` label of [`ACTUATIONS_TOTAL`]: `none` for ok, else
+/// [`MasterError::kind`]. Every kind is exported at 0 from the start so alerts see the series.
+pub const ACTUATION_ERROR_KINDS: [&str; 8] = [
+    "unreachable",
+    "timeout",
+    "transport",
+    "unauthorized",
+    "out_of_bounds",
+    "rejected",
+    "server_error",
+    "bad_response",
+];
+
+/// Values of the `class` label of the CPU allocation metrics.
+pub const CPU_CLASSES: [&str; 4] = ["system", "online", "training", "idle"];
+
+/// Upper bounds of the decision duration buckets, in seconds: 100 µs to 1 s.
+pub const DECISION_BUCKETS: [f64; 13] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];

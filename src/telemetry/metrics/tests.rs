@@ -1,0 +1,205 @@
+use super::*;
+use crate::core::{Config, Core, Job, Node, Pod};
+
+const GI: i64 = 1 << 30;
+
+fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
+    Pod {
+        name: name.into(),
+        class,
+        node: node.map(Into::into),
+        requests: Resources::new(cpu, GI, 0),
+        ready: true,
+        terminating: false,
+    }
+}
+
+/// n1 (8 cores, 32 GiB): a 500m daemon, one 2-core nginx replica, job `a` with 2 workers of
+/// 1 core bound and a master of 250m; job `a` may grow to 6.
+fn snapshot(node: &str) -> Snapshot {
+    let worker = |i: u32| pod(&format!("a-{i}"), PodClass::Worker { job: "a".into() }, Some(node), 1000);
+    Snapshot {
+        now: Duration::from_secs(100),
+        nodes: vec![Node { name: node.into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true }],
+        pods: vec![
+            pod("ds", PodClass::System, Some(node), 500),
+            pod("nginx-0", PodClass::Online { service: "nginx".into() }, Some(node), 2000),
+            pod("a-master", PodClass::Master { job: "a".into() }, Some(node), 250),
+            worker(0),
+            worker(1),
+            // Still waiting for the scheduler: holds no CPU yet.
+            pod("nginx-1", PodClass::Online { service: "nginx".into() }, None, 2000),
+        ],
+        services: vec![],
+        jobs: vec![Job {
+            name: "a".into(),
+            priority: 0,
+            weight: 1.0,
+            worker: Resources::new(1000, GI, 0),
+            min_workers: 1,
+            max_workers: 6,
+            target_workers: 2,
+            rescaling: false,
+            rescale_cost: Duration::ZERO,
+        }],
+    }
+}
+
+fn eager() -> Core {
+    Core::new(Config { grow_stabilization: Duration::ZERO, safety_margin: 0.0, ..Config::default() })
+}
+
+#[track_caller]
+fn assert_sample(text: &str, sample: &str) {
+    assert!(text.lines().any(|l| l == sample), "no line `{sample}` in:\n{text}");
+}
+
+#[test]
+fn decision_sets_capacity_allocation_jobs_and_intents() {
+    let snap = snapshot("n1");
+    let decision = eager().decide(&snap);
+    let grow = decision.intents.iter().find(|i| i.job == "a").expect("job a grows into spare room");
+    assert_eq!(grow.reason, Reason::Grow);
+    let room = decision.nodes[0].training_room;
+
+    let m = Metrics::new();
+    m.observe_decision(&decision, &snap, Duration::from_micros(300));
+    let text = m.encode();
+
+    assert_sample(
+        &text,
+        &format!("{NODE_RESIDUAL_CAPACITY}{{node=\"n1\",resource=\"cpu\",unit=\"core\"}} {}", fmt(room.cpu_cores())),
+    );
+    assert_sample(
+        &text,
+        &format!(
+            "{NODE_RESIDUAL_CAPACITY}{{node=\"n1\",resource=\"memory\",unit=\"byte\"}} {}",
+            fmt(room.memory_bytes as f64)
+        ),
+    );
+    assert_sample(
+        &text,
+        &format!("{CLUSTER_RESIDUAL_CAPACITY}{{resource=\"cpu\",unit=\"core\"}} {}", fmt(room.cpu_cores())),
+    );
+    assert!(room.cpu_milli > 0, "room {room}");
+
+    assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"system\"}} 0.5"));
+    assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"online\"}} 2.0"));
+    assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"training\"}} 2.25"));
+    assert_sample(&text, &format!("{CPU_ALLOCATION_CORES}{{class=\"idle\"}} 3.25"));
+    assert_sample(&text, &format!("{CPU_ALLOCATION_RATIO}{{class=\"online\"}} 0.25"));
+
+    assert_sample(&text, &format!("{JOB_WORKERS}{{job=\"a\"}} 2"));
+    assert_sample(&text, &format!("{JOB_TARGET_WORKERS}{{job=\"a\"}} {}", grow.target));
+    assert!(grow.target > 2);
+
+    assert_sample(&text, &format!("{INTENTS_TOTAL}{{reason=\"grow\"}} 1"));
+    assert_sample(&text, &format!("{INTENTS_TOTAL}{{reason=\"online-headroom\"}} 0"));
+    assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_count 1"));
+    assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_bucket{{le=\"0.00025\"}} 0"));
+    assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_bucket{{le=\"0.0005\"}} 1"));
+    assert!(text.contains(&format!("# UNIT {DECISION_DURATION_SECONDS} seconds")), "{text}");
+    assert!(text.ends_with("# EOF\n"));
+}
+
+fn fmt(v: f64) -> String {
+    let mut s = format!("{v}");
+    if !s.contains(['.', 'e']) {
+        s.push_str(".0");
+    }
+    s
+}
+
+#[test]
+fn series_of_vanished_nodes_and_jobs_are_removed() {
+    let m = Metrics::new();
+    let mut core = eager();
+    let first = snapshot("n1");
+    m.observe_decision(&core.decide(&first), &first, Duration::from_millis(1));
+    let mut second = snapshot("n2");
+    second.jobs.clear();
+    m.observe_decision(&core.decide(&second), &second, Duration::from_millis(1));
+    let text = m.encode();
+    assert!(!text.contains("node=\"n1\""), "{text}");
+    assert!(text.contains("node=\"n2\""), "{text}");
+    assert!(!text.contains("job=\"a\""), "{text}");
+}
+
+#[test]
+fn actuations_count_by_outcome_and_error_kind() {
+    let m = Metrics::new();
+    m.record_actuation::<()>(&Ok(()));
+    m.record_actuation::<()>(&Ok(()));
+    m.record_actuation::<()>(&Err(MasterError::Timeout { attempts: 3, timeout: Duration::from_secs(5) }));
+    let text = m.encode();
+    assert_sample(&text, &format!("{ACTUATIONS_TOTAL}{{outcome=\"ok\",error=\"none\"}} 2"));
+    assert_sample(&text, &format!("{ACTUATIONS_TOTAL}{{outcome=\"error\",error=\"timeout\"}} 1"));
+    assert_sample(&text, &format!("{ACTUATIONS_TOTAL}{{outcome=\"error\",error=\"rejected\"}} 0"));
+}
+
+#[test]
+fn error_kind_list_matches_the_master_client() {
+    let s = String::new;
+    let errors = [
+        MasterError::Unreachable { attempts: 1, message: s() },
+        MasterError::Timeout { attempts: 1, timeout: Duration::ZERO },
+        MasterError::Transport { attempts: 1, message: s() },
+        MasterError::Unauthorized { status: 401, message: s() },
+        MasterError::OutOfBounds { min: 1, max: 2, message: s() },
+        MasterError::Rejected { status: 400, message: s() },
+        MasterError::ServerError { status: 500, attempts: 1, message: s() },
+        MasterError::BadResponse { message: s() },
+    ];
+    let kinds: Vec<&str> = errors.iter().map(MasterError::kind).collect();
+    assert_eq!(kinds, ACTUATION_ERROR_KINDS);
+}
+
+#[test]
+fn gauges_counters_and_watch_stats() {
+    let m = Metrics::new();
+    m.set_leader(true);
+    m.set_reflectors_ready(true);
+    m.set_target_utilization(0.9);
+    m.set_sample_age("nginx", "latency", Duration::from_millis(1500));
+    m.record_stale_sample("nginx", "load");
+    m.record_watch_restart("pods");
+    let stats = WatchStats::default();
+    stats.restarts[1].store(3, std::sync::atomic::Ordering::Relaxed);
+    stats.restarts[0].store(2, std::sync::atomic::Ordering::Relaxed);
+    m.sync_watch_stats(&stats);
+    m.sync_watch_stats(&stats);
+    let text = m.encode();
+    assert_sample(&text, &format!("{LEADER} 1"));
+    assert_sample(&text, &format!("{REFLECTORS_READY} 1"));
+    assert_sample(&text, &format!("{TARGET_UTILIZATION_RATIO} 0.9"));
+    assert_sample(&text, &format!("{SAMPLE_AGE_SECONDS}{{service=\"nginx\",source=\"latency\"}} 1.5"));
+    assert_sample(&text, &format!("{SAMPLES_STALE_TOTAL}{{service=\"nginx\",source=\"load\"}} 1"));
+    assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"pods\"}} 3"));
+    assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"nodes\"}} 2"));
+    assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"services\"}} 0"));
+    m.set_leader(false);
+    assert_sample(&m.encode(), &format!("{LEADER} 0"));
+    m.forget_service("nginx", "latency");
+    assert!(!m.encode().contains("source=\"latency\""));
+}
+
+#[test]
+fn every_name_is_a_family_with_help_once_recorded() {
+    let m = Metrics::new();
+    let snap = snapshot("n1");
+    m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
+    m.set_sample_age("nginx", "load", Duration::from_secs(2));
+    m.record_stale_sample("nginx", "load");
+    m.set_master_up("ml/a", false);
+    m.record_forced_preemptions("ml/a", 1);
+    m.record_decision();
+    m.set_service_reading("web/nginx", Some(1.0), Some(Duration::from_millis(5)), Some(Duration::from_millis(9)));
+    m.record_sample_error("web/nginx", "latency");
+    let text = m.encode();
+    for name in ALL {
+        let family = name.strip_suffix("_total").unwrap_or(name);
+        assert!(text.contains(&format!("# TYPE {family} ")), "no TYPE for {name}:\n{text}");
+        let help = text.lines().find(|l| l.starts_with(&format!("# HELP {family} "))).expect("HELP line");
+        assert!(help.len() > format!("# HELP {family} ").len() + 20, "short help: {help}");
+    }
+}
