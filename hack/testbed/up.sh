@@ -20,6 +20,8 @@
 # from $TESTBED_BIN if set.  Ports are picked at random among free ones.
 # TESTBED_KCM_CONTROLLERS: its --controllers (default "*"; tests that play the HPA
 #   controller themselves pass "*,-horizontalpodautoscaling").
+# TESTBED_KWOK_GRACEFUL_DELETE=1: kwok removes a deleted pod only once its grace period is over
+#   (hack/testbed/kwok-graceful-delete.yaml), not at once.
 # TESTBED_WITH_KCM=1 also starts kube-controller-manager (Deployments, Jobs,
 # GC, namespace deletion, default ServiceAccounts); without it the
 # ServiceAccount and TaintNodesByCondition admission plugins are disabled
@@ -221,9 +223,11 @@ start kube-scheduler "$BIN/kube-scheduler" \
 wait_for kube-scheduler -k "https://127.0.0.1:$SCHEDULER_PORT/healthz"
 
 # ---- kwok -----------------------------------------------------------------
+KWOK_STAGES=(--config="$BIN/stages.yaml")
+[[ ${TESTBED_KWOK_GRACEFUL_DELETE:-0} != 1 ]] || KWOK_STAGES+=(--config="$HERE/kwok-graceful-delete.yaml")
 start kwok "$BIN/kwok" \
   --kubeconfig="$DIR/kubeconfig" \
-  --config="$BIN/stages.yaml" \
+  "${KWOK_STAGES[@]}" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-ip=127.0.0.1 --node-lease-duration-seconds=40 \
   --server-address="127.0.0.1:$KWOK_PORT"

@@ -198,7 +198,18 @@ impl WorkerBackend for TestBackend {
     }
 }
 
-/// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each), a reference master on
+/// What each worker pod of an [`ElasticJob`] is.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerPod<'a> {
+    /// CPU request; the master announces the same.
+    pub cpu: &'a str,
+    pub priority_class: Option<&'a str>,
+    /// `terminationGracePeriodSeconds`: how long a deleted worker may keep its node.
+    pub termination_grace_s: u32,
+}
+
+/// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each unless
+/// [`start_sized`](ElasticJob::start_sized)), a reference master on
 /// loopback, and the master Service that announces it.
 pub struct ElasticJob {
     pub name: String,
@@ -243,9 +254,25 @@ impl ElasticJob {
         priority_class: Option<&str>,
         announce: Announce,
     ) -> ElasticJob {
+        let worker = WorkerPod { cpu: "1", priority_class, termination_grace_s: 0 };
+        ElasticJob::start_sized(bed, client, ns, name, (min, max, replicas), behaviour, worker).await
+    }
+
+    /// [`start`](Self::start) with workers of another size and grace period.
+    pub async fn start_sized(
+        bed: &Testbed,
+        client: &Client,
+        ns: &str,
+        name: &str,
+        (min, max, replicas): (u32, u32, u32),
+        behaviour: Behaviour,
+        worker: WorkerPod<'_>,
+    ) -> ElasticJob {
         let labels = json!({"colocate.dev/job": name, "colocate.dev/role": "worker"});
         let workers = format!("{name}-workers");
-        bed.kubectl_apply(&deployment(ns, &workers, labels, replicas, "1", priority_class));
+        let mut manifest = deployment(ns, &workers, labels, replicas, worker.cpu, worker.priority_class);
+        manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(worker.termination_grace_s);
+        bed.kubectl_apply(&manifest);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let backend = TestBackend {
             inner: DeploymentBackend::new(client.clone(), ns, &workers),
@@ -253,7 +280,7 @@ impl ElasticJob {
             seen: seen.clone(),
             ignored_target: Mutex::new(None),
         };
-        let mut config = MasterConfig::new(name, min, max, WorkerResources::new("1", "256Mi"));
+        let mut config = MasterConfig::new(name, min, max, WorkerResources::new(worker.cpu, "256Mi"));
         config.rescale_cost_s = Some(1.0);
         let state = MasterState::new(config, backend).expect("master config");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -4,4 +4,6 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod pod_recorder;
+pub mod spike;
 pub mod testbed;

@@ -115,6 +115,18 @@ impl Testbed {
         Testbed::start_with(&[("TESTBED_WITH_KCM", "1"), ("TESTBED_KCM_CONTROLLERS", controllers)])
     }
 
+    /// Like [`start_with_controller_manager`](Self::start_with_controller_manager), and a deleted
+    /// pod keeps its node until its grace period is over (`hack/testbed/kwok-graceful-delete.yaml`),
+    /// as with a kubelet whose container takes all of `terminationGracePeriodSeconds` to exit.
+    /// Otherwise kwok removes deleted pods at once.
+    pub fn start_with_controller_manager_and_grace_periods(controllers: &str) -> Testbed {
+        Testbed::start_with(&[
+            ("TESTBED_WITH_KCM", "1"),
+            ("TESTBED_KCM_CONTROLLERS", controllers),
+            ("TESTBED_KWOK_GRACEFUL_DELETE", "1"),
+        ])
+    }
+
     fn start_with(env: &[(&str, &str)]) -> Testbed {
         if let Some(kubeconfig) = std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
             let kubeconfig = PathBuf::from(kubeconfig);

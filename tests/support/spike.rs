@@ -1,0 +1,226 @@
+//! The load-spike replay's inputs (tests/spike_replay.rs): the HPA decisions of a shipped
+//! scenario, taken from the simulator's `online-only` run (the service alone, so the decisions
+//! are the same whatever shares the cluster), and the cluster they are played on: the
+//! scenario's nodes as kwok nodes, its service as Deployment `web/nginx` with an HPA, its jobs as
+//! worker Deployments behind reference masters, online pods in a high PriorityClass and workers
+//! in a low one.
+
+use std::time::{Duration, Instant};
+
+use colocate::sim::scenario::ServiceSpec;
+use colocate::sim::{replay, Policy, Scenario};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+use super::cluster::{self, Behaviour, ElasticJob, WorkerPod};
+use super::testbed::{node_manifest, Testbed};
+
+pub const ONLINE_CLASS: &str = "online-high";
+pub const TRAINING_CLASS: &str = "training-low";
+pub const JOB_NAMESPACE: &str = "ml";
+
+/// One sync of the service's HPA: what the HPA controller does then.
+#[derive(Clone, Debug)]
+pub struct HpaSync {
+    /// Scenario time.
+    pub at_s: f64,
+    /// Replicas before the sync (`status.currentReplicas`).
+    pub current: u32,
+    /// What it decided (`status.desiredReplicas`, and the Deployment's replicas).
+    pub desired: u32,
+    /// CPU utilization the sync saw, % of requests over all replicas (`currentMetrics`):
+    /// the simulated HPA's own ratio, load / (replica capacity x replicas).
+    pub utilization_pct: i32,
+    pub load_rps: f64,
+}
+
+impl HpaSync {
+    pub fn to_json(&self) -> Value {
+        json!({"t_s": self.at_s, "current": self.current, "desired": self.desired,
+               "utilization_pct": self.utilization_pct, "load_rps": self.load_rps})
+    }
+}
+
+/// The HPA schedule of a window of a scenario.
+pub struct Schedule {
+    /// The last sync before the window: the state both runs start from.
+    pub before: HpaSync,
+    /// The syncs inside `[from_s, to_s)`.
+    pub syncs: Vec<HpaSync>,
+    pub from_s: f64,
+    pub to_s: f64,
+}
+
+/// Replays `scenario` under `online-only` and returns its only service's HPA syncs in
+/// `[from_s, to_s)`. The simulated HPA syncs every `sync_period` from time 0 (see
+/// `colocate::sim::service::HpaState`); a sync at step `t` sets the replicas the step's timeline
+/// row shows, and the row before shows the replicas it started from.
+pub fn hpa_schedule(scenario: &Scenario, from_s: f64, to_s: f64) -> Schedule {
+    let spec = &scenario.spec;
+    assert_eq!(spec.services.len(), 1, "{}: the spike replay plays one service", scenario.path.display());
+    let svc = &spec.services[0];
+    let out = replay(scenario, &[Policy::OnlineOnly], &|_| {});
+    let rows = &out.timelines[0];
+    let period = svc.hpa.sync_period.as_secs_f64();
+    let mut next_sync = 0.0;
+    let mut syncs = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        if row.t + 1e-9 < next_sync {
+            continue;
+        }
+        next_sync = row.t + period;
+        let (load, desired, _, _) = row.services[0];
+        let current = if i == 0 { desired } else { rows[i - 1].services[0].1 };
+        let utilization = load / (svc.replica_capacity_rps * f64::from(current.max(1)));
+        syncs.push(HpaSync {
+            at_s: row.t,
+            current,
+            desired,
+            utilization_pct: (utilization * 100.0).round() as i32,
+            load_rps: load,
+        });
+    }
+    let before = syncs.iter().rev().find(|s| s.at_s < from_s).cloned().expect("an HPA sync before the window");
+    syncs.retain(|s| s.at_s >= from_s && s.at_s < to_s);
+    Schedule { before, syncs, from_s, to_s }
+}
+
+/// The two PriorityClasses: online pods preempt workers; workers preempt nothing.
+pub fn priority_classes(bed: &Testbed) {
+    for (name, value, policy) in [(ONLINE_CLASS, 100_000, "PreemptLowerPriority"), (TRAINING_CLASS, 100, "Never")] {
+        bed.kubectl_apply(&json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "preemptionPolicy": policy
+        }));
+    }
+}
+
+/// The scenario's nodes (`<pool>-<i>`), their allocatable less the scenario's `system_reserved`
+/// (what a kubelet's `--system-reserved` does).
+pub fn nodes(bed: &Testbed, scenario: &Scenario) {
+    let system = scenario.spec.cluster.system_reserved.map(|r| r.resources()).unwrap_or_default();
+    for pool in &scenario.spec.cluster.nodes {
+        let r = pool.allocatable.resources();
+        let (cpu, memory) = (r.cpu_milli - system.cpu_milli, r.memory_bytes - system.memory_bytes);
+        for i in 0..pool.count {
+            bed.kubectl_apply(&node_manifest(&format!("{}-{i}", pool.pool), &format!("{cpu}m"), &memory.to_string()));
+        }
+    }
+}
+
+/// Deployment `web/nginx` (the scenario's replica CPU, high priority) and its HPA (the
+/// scenario's bounds and target), with `sync`'s status, as its controller left it.
+pub async fn nginx(bed: &Testbed, client: &Client, svc: &ServiceSpec, sync: &HpaSync) {
+    cluster::namespace(bed, "web");
+    let cpu = format!("{}m", svc.replica.resources().cpu_milli);
+    let labels = json!({"app": "nginx"});
+    bed.kubectl_apply(&cluster::deployment("web", "nginx", labels, sync.desired, &cpu, Some(ONLINE_CLASS)));
+    let target = (svc.hpa.target_utilization * 100.0).round() as i32;
+    bed.kubectl_apply(&json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"namespace": "web", "name": "nginx"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"},
+            "minReplicas": svc.hpa.min_replicas, "maxReplicas": svc.hpa.max_replicas,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": target}}}]
+        }
+    }));
+    write_hpa_status(client, sync).await;
+}
+
+/// One HPA sync as the HPA controller performs it: the Deployment's scale first (when the
+/// decision changed it), then the status with the metric it saw, in that order and back to back.
+pub async fn play_hpa_sync(client: &Client, sync: &HpaSync) {
+    if sync.desired != sync.current {
+        cluster::scale_nginx(client, sync.desired).await;
+    }
+    write_hpa_status(client, sync).await;
+}
+
+async fn write_hpa_status(client: &Client, sync: &HpaSync) {
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "web");
+    let status = json!({"status": {"currentReplicas": sync.current, "desiredReplicas": sync.desired,
+        "currentMetrics": [{"type": "Resource", "resource": {"name": "cpu",
+            "current": {"averageUtilization": sync.utilization_pct}}}]}});
+    api.patch_status("nginx", &PatchParams::default(), &Patch::Merge(&status)).await.expect("HPA status patch");
+}
+
+/// The scenario's jobs "as large as fits", as the simulator's `preemption` policy starts them:
+/// in arrival order, each Deployment asks for `max_workers`, the scheduler places what fits, then
+/// the Deployment is set to the workers placed (no pending workers left). Returns the jobs and
+/// their sizes.
+pub async fn fill_with_jobs(
+    bed: &Testbed,
+    client: &Client,
+    scenario: &Scenario,
+    grace_s: u32,
+) -> Vec<(ElasticJob, u32)> {
+    cluster::namespace(bed, JOB_NAMESPACE);
+    let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
+    specs.sort_by_key(|j| j.arrival);
+    let mut jobs = Vec::new();
+    for spec in specs {
+        let cpu = format!("{}m", spec.worker.resources().cpu_milli);
+        let worker = WorkerPod { cpu: &cpu, priority_class: Some(TRAINING_CLASS), termination_grace_s: grace_s };
+        let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
+        let job =
+            ElasticJob::start_sized(bed, client, JOB_NAMESPACE, &spec.name, bounds, Behaviour::Honest, worker).await;
+        let placed = placed_workers(client, &spec.name, spec.max_workers).await;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), JOB_NAMESPACE);
+        let scale = json!({"spec": {"replicas": placed}});
+        deployments
+            .patch_scale(&format!("{}-workers", spec.name), &PatchParams::default(), &Patch::Merge(&scale))
+            .await
+            .expect("scale a job to the workers placed");
+        cluster::eventually(
+            Duration::from_secs(60),
+            &format!("{}: only its {placed} placed workers", spec.name),
+            || {
+                let client = client.clone();
+                let name = spec.name.clone();
+                async move { (worker_pods(&client, &name).await.len() == placed as usize).then_some(()) }
+            },
+        )
+        .await;
+        jobs.push((job, placed));
+    }
+    jobs
+}
+
+/// Waits until all `replicas` workers of `job` exist and each is bound or found Unschedulable;
+/// returns the bound ones.
+async fn placed_workers(client: &Client, job: &str, replicas: u32) -> u32 {
+    let start = Instant::now();
+    loop {
+        let pods = worker_pods(client, job).await;
+        let bound = pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
+        let unschedulable = pods
+            .iter()
+            .filter(|p| {
+                let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+                conditions.into_iter().flatten().any(|c| c.type_ == "PodScheduled" && c.status == "False")
+            })
+            .count();
+        if pods.len() == replicas as usize && bound + unschedulable == pods.len() {
+            return bound as u32;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "job {job}: {} of {replicas} workers exist, {bound} bound, {unschedulable} unschedulable after 90 s",
+            pods.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn worker_pods(client: &Client, job: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), JOB_NAMESPACE);
+    let selector = format!("colocate.dev/job={job},colocate.dev/role=worker");
+    let pods = api.list(&ListParams::default().labels(&selector)).await.expect("list workers");
+    pods.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect()
+}
