@@ -255,7 +255,7 @@ impl ElasticJob {
         announce: Announce,
     ) -> ElasticJob {
         let worker = WorkerPod { cpu: "1", priority_class, termination_grace_s: 0 };
-        ElasticJob::start_sized(bed, client, ns, name, (min, max, replicas), behaviour, worker).await
+        ElasticJob::start_full(bed, client, ns, name, (min, max, replicas), behaviour, worker, announce).await
     }
 
     /// [`start`](Self::start) with workers of another size and grace period.
@@ -264,9 +264,23 @@ impl ElasticJob {
         client: &Client,
         ns: &str,
         name: &str,
+        sizes: (u32, u32, u32),
+        behaviour: Behaviour,
+        worker: WorkerPod<'_>,
+    ) -> ElasticJob {
+        ElasticJob::start_full(bed, client, ns, name, sizes, behaviour, worker, Announce::Service).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_full(
+        bed: &Testbed,
+        client: &Client,
+        ns: &str,
+        name: &str,
         (min, max, replicas): (u32, u32, u32),
         behaviour: Behaviour,
         worker: WorkerPod<'_>,
+        announce: Announce,
     ) -> ElasticJob {
         let labels = json!({"colocate.dev/job": name, "colocate.dev/role": "worker"});
         let workers = format!("{name}-workers");
