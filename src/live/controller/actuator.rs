@@ -34,6 +34,8 @@ use crate::telemetry::Metrics;
 pub struct Actuation {
     pub intents: Vec<ScaleIntent>,
     pub jobs: BTreeMap<String, Bounded>,
+    /// When the decision started reading the cached statuses (None: the empty initial value).
+    pub decided_at: Option<Instant>,
 }
 
 /// A discovered job with the bounds of its last status.
@@ -63,6 +65,8 @@ struct JobState {
     /// Target and generation of the last accepted command: not sent again until a newer
     /// generation shows the job moved away from it (someone else scaled it).
     accepted: Option<(u32, u64)>,
+    /// When the last command was accepted (after the cached status took it in).
+    accepted_at: Option<Instant>,
     in_flight: bool,
     failures: u32,
     retry_at: Option<Instant>,
@@ -165,7 +169,12 @@ impl Actuator {
             // its floor; protocol v1 refuses targets below `min` anyway.
             let target = intent.target.clamp(bounded.min, bounded.max.max(bounded.min));
             let already = state.accepted.is_some_and(|(t, g)| t == target && bounded.generation <= g);
+            // A decision made before the last acceptance started from the old target (say 28
+            // while the master already moved to 20): a rise to 22 would pass for a shrink and
+            // skip the growth damping. The acceptance wakes the decision loop for a fresh one.
+            let stale = state.accepted_at.is_some_and(|at| actuation.decided_at.is_none_or(|d| d < at));
             if state.in_flight
+                || stale
                 || already
                 || state.refused == Some(target)
                 || state.retry_at.is_some_and(|t| t > now)
@@ -219,6 +228,7 @@ impl Actuator {
                 state.retry_at = None;
                 state.refused = None;
                 self.poller.accepted(&sent.key, &answer);
+                state.accepted_at = Some(Instant::now());
                 let shrink = sent.target < intent.from;
                 tracing::info!(job = %sent.key, from = intent.from, target = sent.target, reason = %intent.reason,
                     generation = answer.generation, why = %intent.why, "scale command accepted");

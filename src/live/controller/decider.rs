@@ -141,7 +141,8 @@ impl Decider {
                 Some((j.name.clone(), bounded))
             })
             .collect();
-        let actuation = Actuation { intents: decision.intents, jobs };
+        let actuation =
+            Actuation { intents: decision.intents, jobs, decided_at: Some(tokio::time::Instant::from_std(started)) };
         let leading = *self.leader.borrow();
         let mut logged = BTreeMap::new();
         for i in &actuation.intents {

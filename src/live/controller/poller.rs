@@ -21,6 +21,9 @@ struct Entry {
     at: Option<Instant>,
     /// The last poll's error, logged once per change.
     error: Option<String>,
+    /// When an accepted command last updated `status`: a poll sent before then answered with
+    /// the state before the command and must not undo it.
+    accepted_at: Option<Instant>,
 }
 
 /// The latest status of every job, shared by the decision loop and the actuator.
@@ -42,6 +45,7 @@ impl Poller {
     /// Polls `jobs` once, concurrently. Jobs no longer discovered are forgotten. Wakes the
     /// decision loop when something it decides on changed.
     pub async fn poll(&self, jobs: &[DiscoveredJob]) {
+        let asked = Instant::now();
         let results = join_all(jobs.iter().map(|j| async move {
             let result = match tokio::time::timeout(self.timeout, j.endpoint.status()).await {
                 Ok(r) => r.map_err(|e| e.to_string()),
@@ -63,7 +67,7 @@ impl Poller {
             let key = job.key();
             let entry = entries.entry(key.clone()).or_insert_with(|| {
                 self.metrics.job_discovered(&key);
-                Entry { status: None, at: None, error: None }
+                Entry { status: None, at: None, error: None, accepted_at: None }
             });
             self.metrics.set_master_up(&key, result.is_ok());
             match result {
@@ -71,9 +75,12 @@ impl Poller {
                     if entry.error.take().is_some() {
                         tracing::info!(job = %key, endpoint = %job.endpoint.describe(), "master answers again");
                     }
+                    entry.at = Some(now);
+                    if entry.accepted_at.is_some_and(|accepted| asked < accepted) {
+                        continue;
+                    }
                     changed |= entry.status.as_ref().is_none_or(|old| differs(old, &status));
                     entry.status = Some(status);
-                    entry.at = Some(now);
                 }
                 Err(e) => {
                     if entry.error.as_deref() != Some(e.as_str()) {
@@ -106,14 +113,20 @@ impl Poller {
     /// Takes an accepted command into the known status at once, so the next decision does not
     /// ask for the same change again before the next poll.
     pub fn accepted(&self, job: &str, answer: &ScaleAccepted) {
-        if let Some(status) = self.lock().get_mut(job).and_then(|e| e.status.as_mut()) {
-            if answer.generation >= status.generation && status.workers.target != answer.accepted_target {
-                status.workers.target = answer.accepted_target;
-                status.generation = answer.generation;
-                if !matches!(status.phase, Phase::Completed | Phase::Failed) {
-                    status.phase = Phase::Rescaling;
-                }
+        let mut entries = self.lock();
+        let Some(entry) = entries.get_mut(job) else { return };
+        let Some(status) = entry.status.as_mut() else { return };
+        if answer.generation >= status.generation && status.workers.target != answer.accepted_target {
+            entry.accepted_at = Some(Instant::now());
+            status.workers.target = answer.accepted_target;
+            status.generation = answer.generation;
+            if !matches!(status.phase, Phase::Completed | Phase::Failed) {
+                status.phase = Phase::Rescaling;
             }
+            drop(entries);
+            // Decisions made while the command was in flight started from the old target; the
+            // actuator skips them, so decide again from the new one.
+            self.changed.notify_one();
         }
     }
 
