@@ -1,7 +1,11 @@
 //! `colocate run` on a real control plane (etcd, kube-apiserver, kube-scheduler, the
 //! kube-controller-manager's Deployment controllers, kwok nodes). The test plays the HPA
-//! controller: it writes the HPA's status, then scales NGINX a moment later, as the real one
-//! does. Two elastic jobs run behind reference masters served from the test process.
+//! controller: it writes the HPA's status, then scales NGINX 2 s later. That head start is the
+//! test's, not Kubernetes': the real HPA controller scales its target and writes its status in
+//! the same sync. What this test checks is the controller's part once it knows of the scale-up
+//! (react, shrink, make room, grow back); `tests/spike_replay.rs` plays the real order, where the
+//! room must already be there or come from a load forecast, against plain priority preemption.
+//! Two elastic jobs run behind reference masters served from the test process.
 //!
 //! Cluster: 2 nodes x 8 CPU. NGINX: 2 replicas of 1 CPU. Jobs: 1-CPU workers, 1..12 each.
 
@@ -48,7 +52,8 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     .await;
     eprintln!("jobs filled the cluster: {filled} workers running");
 
-    // The spike: the HPA decides 6 replicas; 2 s later (its sync) the Deployment follows.
+    // The spike: the HPA decides 6 replicas; 2 s later the Deployment follows (a head start the
+    // real HPA controller does not give; see the module comment).
     let spike = Instant::now();
     set_hpa(&client, 2, 6).await;
     let shrunk = eventually(Duration::from_secs(10), "a shrink command", || {
