@@ -115,7 +115,9 @@ impl Testbed {
         Testbed::start_with(&[("TESTBED_WITH_KCM", "1"), ("TESTBED_KCM_CONTROLLERS", controllers)])
     }
 
-    fn start_with(env: &[(&str, &str)]) -> Testbed {
+    /// A control plane started with these environment variables for `hack/testbed/up.sh` (see its
+    /// header: `TESTBED_WITH_KCM`, `TESTBED_KCM_CONTROLLERS`, `TESTBED_APISERVER_AUDIT_POLICY`).
+    pub fn start_with(env: &[(&str, &str)]) -> Testbed {
         if let Some(kubeconfig) = std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
             let kubeconfig = PathBuf::from(kubeconfig);
             assert!(
