@@ -22,6 +22,8 @@
 #   controller themselves pass "*,-horizontalpodautoscaling").
 # TESTBED_KWOK_GRACEFUL_DELETE=1: kwok removes a deleted pod only once its grace period is over
 #   (hack/testbed/kwok-graceful-delete.yaml), not at once.
+# TESTBED_APISERVER_AUDIT_POLICY: an audit policy file; the apiserver then writes its audit log
+#   (JSON lines) to DIR/logs/audit.log (tests/scale.rs counts one client's requests with it).
 # TESTBED_WITH_KCM=1 also starts kube-controller-manager (Deployments, Jobs,
 # GC, namespace deletion, default ServiceAccounts); without it the
 # ServiceAccount and TaintNodesByCondition admission plugins are disabled
@@ -175,6 +177,9 @@ ADMISSION=()
 # taint that TaintNodesByCondition puts on every new node (pods would stay
 # Pending): turn both admission plugins off in that case.
 [[ $WITH_KCM == 1 ]] || ADMISSION=(--disable-admission-plugins=ServiceAccount,TaintNodesByCondition)
+AUDIT=()
+[[ -z ${TESTBED_APISERVER_AUDIT_POLICY:-} ]] ||
+  AUDIT=(--audit-policy-file="$TESTBED_APISERVER_AUDIT_POLICY" --audit-log-path="$DIR/logs/audit.log")
 start kube-apiserver "$BIN/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
@@ -186,7 +191,7 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
   --allow-privileged=true \
   --cert-dir="$DIR/pki/apiserver-certs" \
-  "${ADMISSION[@]}" \
+  "${ADMISSION[@]}" "${AUDIT[@]}" \
   --v=1
 AUTH=(--cacert "$P/ca.crt" -H "Authorization: Bearer $TOKEN")
 wait_for kube-apiserver "${AUTH[@]}" "$APISERVER_URL/readyz"

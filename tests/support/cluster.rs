@@ -383,6 +383,14 @@ impl Controller {
     /// Starts `colocate run` with `config` (the YAML of `--config`) and extra flags; waits until
     /// /readyz answers 200.
     pub async fn start(bed: &Testbed, config: &str, flags: &[&str]) -> Controller {
+        let c = Controller::spawn(&bed.kubeconfig, config, flags);
+        c.wait_ready(Duration::from_secs(30)).await;
+        c
+    }
+
+    /// Starts `colocate run` against the cluster of `kubeconfig` (say, with another identity than
+    /// the test bed's admin) and returns at once, without waiting for it to be ready.
+    pub fn spawn(kubeconfig: &Path, config: &str, flags: &[&str]) -> Controller {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), config).unwrap();
         let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -392,7 +400,7 @@ impl Controller {
             .arg(file.path())
             .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--lease-namespace", "default"])
             .args(flags)
-            .env("KUBECONFIG", &bed.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")
             .env_remove("COLOCATE_CONFIG")
             .stdin(Stdio::null())
@@ -410,14 +418,22 @@ impl Controller {
                 l.push('\n');
             }
         });
-        let c = Controller { child: Some(child), metrics_url: format!("http://127.0.0.1:{port}"), logs, _config: file };
-        let url = format!("{}/readyz", c.metrics_url);
-        eventually(Duration::from_secs(30), "colocate run to be ready", || {
+        Controller { child: Some(child), metrics_url: format!("http://127.0.0.1:{port}"), logs, _config: file }
+    }
+
+    /// Polls /readyz every 100 ms until it answers 200; panics after `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration) {
+        let url = format!("{}/readyz", self.metrics_url);
+        eventually(timeout, "colocate run to be ready", || {
             let url = url.clone();
             async move { reqwest::get(&url).await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
         })
         .await;
-        c
+    }
+
+    /// The process id of `colocate run` while it runs (for /proc/<pid>/status).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     pub async fn metrics(&self) -> String {

@@ -127,7 +127,10 @@ impl Testbed {
         ])
     }
 
-    fn start_with(env: &[(&str, &str)]) -> Testbed {
+    /// A control plane started with these environment variables for `hack/testbed/up.sh` (see its
+    /// header: `TESTBED_WITH_KCM`, `TESTBED_KCM_CONTROLLERS`, `TESTBED_APISERVER_AUDIT_POLICY`,
+    /// `TESTBED_KWOK_GRACEFUL_DELETE`).
+    pub fn start_with(env: &[(&str, &str)]) -> Testbed {
         if let Some(kubeconfig) = std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
             let kubeconfig = PathBuf::from(kubeconfig);
             assert!(
