@@ -200,6 +200,8 @@ fn installed_chart_grants_exactly_what_the_controller_needs() {
         &[
             "list pods -A",
             "watch horizontalpodautoscalers.autoscaling -A",
+            // An HPA service's pods come from its target's /scale selector, wherever it runs.
+            "get deployments.apps --subresource=scale -n web",
             "delete pods -n ml",
             "delete pods -n research",
             "patch services -n ml",
