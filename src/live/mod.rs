@@ -4,6 +4,7 @@ pub mod adapters;
 pub mod config;
 pub mod controller;
 pub mod endpoint;
+pub mod kinds;
 pub mod lease;
 pub mod master;
 pub mod sampler;

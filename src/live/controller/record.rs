@@ -6,17 +6,15 @@
 //! hold when `/scale` is all it needs to act. Failures are logged, never fatal: the scale command
 //! already happened.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::discovery::{pinned_kind, ApiResource};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use serde_json::json;
-use tokio::sync::Mutex;
 
 use crate::live::endpoint::JobObject;
+use crate::live::kinds::KindResources;
 
 /// The annotation holding the controller's last decision about the job.
 pub const LAST_DECISION_ANNOTATION: &str = "colocate.dev/last-decision";
@@ -40,13 +38,17 @@ pub struct Record {
 pub struct DecisionRecorder {
     client: Client,
     events: Recorder,
-    resources: Mutex<BTreeMap<(String, String), ApiResource>>,
+    kinds: KindResources,
 }
 
 impl DecisionRecorder {
     pub fn new(client: Client, instance: String) -> DecisionRecorder {
         let reporter = Reporter { controller: "colocate".into(), instance: Some(instance) };
-        DecisionRecorder { events: Recorder::new(client.clone(), reporter), client, resources: Mutex::default() }
+        DecisionRecorder {
+            events: Recorder::new(client.clone(), reporter),
+            kinds: KindResources::new(client.clone()),
+            client,
+        }
     }
 
     pub async fn record(&self, object: &JobObject, record: &Record) {
@@ -86,18 +88,10 @@ impl DecisionRecorder {
     }
 
     async fn resource(&self, object: &JobObject) -> Result<ApiResource, kube::Error> {
-        let key = (object.api_version.clone(), object.kind.clone());
-        if let Some(r) = self.resources.lock().await.get(&key) {
-            return Ok(r.clone());
+        if object.api_version == "v1" && object.kind == "Service" {
+            return Ok(ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()));
         }
-        let (group, version) = object.api_version.split_once('/').unwrap_or(("", &object.api_version));
-        let resource = if group.is_empty() && object.kind == "Service" {
-            ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&())
-        } else {
-            pinned_kind(&self.client, &GroupVersionKind::gvk(group, version, &object.kind)).await?.0
-        };
-        self.resources.lock().await.insert(key, resource.clone());
-        Ok(resource)
+        self.kinds.resource(&object.api_version, &object.kind).await
     }
 }
 

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use kube::api::{DynamicObject, GroupVersionKind};
-use kube::discovery::pinned_kind;
+use kube::api::DynamicObject;
 use kube::{Api, Client};
 
 use crate::live::config::ServiceSource;
+use crate::live::kinds::KindResources;
 use crate::live::sampler::ServiceReading;
 use crate::live::selector::LabelSelector;
 use crate::live::view::OnlineService;
@@ -39,11 +39,17 @@ pub struct ServiceDirectory {
     configured: Vec<ServiceSource>,
     client: Client,
     selectors: Mutex<BTreeMap<Target, Resolved>>,
+    kinds: KindResources,
 }
 
 impl ServiceDirectory {
     pub fn new(client: Client, configured: Vec<ServiceSource>) -> ServiceDirectory {
-        ServiceDirectory { configured, client, selectors: Mutex::new(BTreeMap::new()) }
+        ServiceDirectory {
+            configured,
+            kinds: KindResources::new(client.clone()),
+            client,
+            selectors: Mutex::new(BTreeMap::new()),
+        }
     }
 
     /// The services as `ServiceSource`s: configured, or one per HPA (named after it).
@@ -83,9 +89,8 @@ impl ServiceDirectory {
     }
 
     async fn read_selector(&self, t: &Target) -> Result<LabelSelector, String> {
-        let (group, version) = t.api_version.split_once('/').unwrap_or(("", &t.api_version));
-        let gvk = GroupVersionKind::gvk(group, version, &t.kind);
-        let (resource, _) = pinned_kind(&self.client, &gvk).await.map_err(|e| format!("kind {}: {e}", t.kind))?;
+        let resource =
+            self.kinds.resource(&t.api_version, &t.kind).await.map_err(|e| format!("kind {}: {e}", t.kind))?;
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &t.namespace, &resource);
         let scale =
             api.get_scale(&t.name).await.map_err(|e| format!("{} {}/{} /scale: {e}", t.kind, t.namespace, t.name))?;
