@@ -30,25 +30,39 @@ pub enum TranslateError {
     Annotation { object: String, annotation: &'static str, value: String, problem: String },
 }
 
-fn quantity(
-    object: &str,
-    field: &str,
-    q: &Quantity,
-    parse: fn(&str) -> Result<i64, crate::core::resources::QuantityError>,
-) -> Result<i64, TranslateError> {
-    parse(&q.0).map_err(|e| TranslateError::Quantity {
-        object: object.to_string(),
-        field: field.to_string(),
-        value: q.0.clone(),
-        problem: e.to_string(),
+fn requests(r: Option<&ResourceRequirements>) -> Option<&BTreeMap<String, Quantity>> {
+    r.and_then(|r| r.requests.as_ref())
+}
+
+/// A quantity that does not parse: which resource, its text and why.
+struct BadQuantity {
+    resource: &'static str,
+    value: String,
+    problem: String,
+}
+
+/// CPU, memory and GPU of a requests or allocatable map. The error names the object and field
+/// only when there is one to report: both are built lazily, since this runs for every pod of
+/// every decision.
+fn resources(
+    object: impl Fn() -> String,
+    field: impl Fn() -> String,
+    map: Option<&BTreeMap<String, Quantity>>,
+) -> Result<Resources, TranslateError> {
+    resources_in(map).map_err(|b| TranslateError::Quantity {
+        object: object(),
+        field: format!("{}.{}", field(), b.resource),
+        value: b.value,
+        problem: b.problem,
     })
 }
 
-/// CPU, memory and GPU of a resource map (allocatable, requests).
-fn resources(object: &str, field: &str, map: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, TranslateError> {
+fn resources_in(map: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, BadQuantity> {
     let Some(map) = map else { return Ok(Resources::ZERO) };
-    let get = |name: &str, parse| match map.get(name) {
-        Some(q) => quantity(object, &format!("{field}.{name}"), q, parse),
+    let get = |resource: &'static str, parse: fn(&str) -> Result<i64, crate::core::resources::QuantityError>| match map
+        .get(resource)
+    {
+        Some(q) => parse(&q.0).map_err(|e| BadQuantity { resource, value: q.0.clone(), problem: e.to_string() }),
         None => Ok(0),
     };
     Ok(Resources::new(
@@ -62,8 +76,11 @@ fn resources(object: &str, field: &str, map: Option<&BTreeMap<String, Quantity>>
 pub fn node(n: &KubeNode) -> Result<Node, TranslateError> {
     let name = n.metadata.name.clone().unwrap_or_default();
     let status = n.status.as_ref();
-    let allocatable =
-        resources(&format!("node/{name}"), "status.allocatable", status.and_then(|s| s.allocatable.as_ref()))?;
+    let allocatable = resources(
+        || format!("node/{name}"),
+        || "status.allocatable".into(),
+        status.and_then(|s| s.allocatable.as_ref()),
+    )?;
     let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
     let ready = status
         .and_then(|s| s.conditions.as_ref())
@@ -75,18 +92,19 @@ pub fn node(n: &KubeNode) -> Result<Node, TranslateError> {
 /// What the scheduler reserves for a pod: the larger of the sum of its containers' requests
 /// and its largest init container's, plus the pod overhead.
 pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
-    let object =
-        format!("pod/{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""));
+    let object = || {
+        format!("pod/{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
+    };
     let Some(spec) = p.spec.as_ref() else { return Ok(Resources::ZERO) };
-    let reqs =
-        |r: Option<&ResourceRequirements>, field: &str| resources(&object, field, r.and_then(|r| r.requests.as_ref()));
     let mut sum = Resources::ZERO;
     for c in &spec.containers {
-        sum += reqs(c.resources.as_ref(), &format!("containers[{}].resources.requests", c.name))?;
+        let field = || format!("containers[{}].resources.requests", c.name);
+        sum += resources(object, field, requests(c.resources.as_ref()))?;
     }
     let mut init_max = Resources::ZERO;
     for c in spec.init_containers.iter().flatten() {
-        let r = reqs(c.resources.as_ref(), &format!("initContainers[{}].resources.requests", c.name))?;
+        let field = || format!("initContainers[{}].resources.requests", c.name);
+        let r = resources(object, field, requests(c.resources.as_ref()))?;
         init_max = Resources::new(
             init_max.cpu_milli.max(r.cpu_milli),
             init_max.memory_bytes.max(r.memory_bytes),
@@ -98,7 +116,7 @@ pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
         sum.memory_bytes.max(init_max.memory_bytes),
         sum.gpu.max(init_max.gpu),
     );
-    Ok(effective + resources(&object, "overhead", spec.overhead.as_ref())?)
+    Ok(effective + resources(object, || "overhead".into(), spec.overhead.as_ref())?)
 }
 
 /// Pods that hold no node resources any more (finished) are left out of snapshots.
