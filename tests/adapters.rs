@@ -46,17 +46,8 @@ async fn adapters_client(bed: &Testbed) -> Client {
         "--clusterrole=colocate-adapters",
         &format!("--serviceaccount={NS}:colocate"),
     ]);
-    let token = bed.kubectl_run(&["create", "token", "colocate", "-n", NS, "--duration", "1h"]);
-    let admin = std::fs::read_to_string(&bed.kubeconfig).unwrap();
-    assert!(admin.contains("token:"), "the test bed's kubeconfig authenticates with a token:\n{admin}");
-    let text: Vec<String> = admin
-        .lines()
-        .map(|l| match l.split_once("token:") {
-            Some((indent, _)) if indent.trim().is_empty() => format!("{indent}token: {}", token.trim()),
-            _ => l.to_string(),
-        })
-        .collect();
-    support::cluster::client_from_yaml(&text.join("\n")).await
+    let text = bed.kubeconfig_as(NS, "colocate", "1h");
+    support::cluster::client_from_yaml(&text).await
 }
 
 fn fixture(name: &str) -> String {

@@ -67,18 +67,9 @@ fn pod(name: &str, labels: Value, annotations: Value) -> Value {
 
 /// A kubeconfig like the test bed's, authenticating as ServiceAccount `sa` of `NS` instead.
 fn kubeconfig_for(bed: &Testbed, sa: &str, dir: &Path) -> PathBuf {
-    let token = bed.kubectl_run(&["create", "token", sa, "-n", NS, "--duration", "1h"]);
-    let admin = std::fs::read_to_string(&bed.kubeconfig).unwrap();
-    assert!(admin.contains("token:"), "the test bed's kubeconfig authenticates with a token:\n{admin}");
-    let text: Vec<String> = admin
-        .lines()
-        .map(|l| match l.split_once("token:") {
-            Some((indent, _)) if indent.trim().is_empty() => format!("{indent}token: {}", token.trim()),
-            _ => l.to_string(),
-        })
-        .collect();
+    let text = bed.kubeconfig_as(NS, sa, "1h");
     let path = dir.join(format!("{sa}.kubeconfig"));
-    std::fs::write(&path, text.join("\n") + "\n").unwrap();
+    std::fs::write(&path, text).unwrap();
     path
 }
 

@@ -294,17 +294,8 @@ pub fn controller_kubeconfig(bed: &Testbed, dir: &Path) -> std::path::PathBuf {
         "--clusterrole=cluster-admin",
         &format!("--serviceaccount={CONTROLLER_NAMESPACE}:colocate"),
     ]);
-    let token = bed.kubectl_run(&["create", "token", "colocate", "-n", CONTROLLER_NAMESPACE, "--duration", "24h"]);
-    let admin = std::fs::read_to_string(&bed.kubeconfig).expect("the test bed's kubeconfig");
-    assert!(admin.contains("token:"), "the test bed's kubeconfig authenticates with a token:\n{admin}");
-    let text: Vec<String> = admin
-        .lines()
-        .map(|l| match l.split_once("token:") {
-            Some((indent, _)) if indent.trim().is_empty() => format!("{indent}token: {}", token.trim()),
-            _ => l.to_string(),
-        })
-        .collect();
+    let text = bed.kubeconfig_as(CONTROLLER_NAMESPACE, "colocate", "24h");
     let path = dir.join("colocate-kubeconfig");
-    std::fs::write(&path, text.join("\n")).expect("writing the controller's kubeconfig");
+    std::fs::write(&path, text).expect("writing the controller's kubeconfig");
     path
 }

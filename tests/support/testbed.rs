@@ -286,6 +286,22 @@ impl Testbed {
         cmd
     }
 
+    /// The test bed's kubeconfig text with the admin token replaced by a fresh token of
+    /// ServiceAccount `namespace/sa` (which must exist), valid for `duration` (e.g. `1h`).
+    pub fn kubeconfig_as(&self, namespace: &str, sa: &str, duration: &str) -> String {
+        let token = self.kubectl_run(&["create", "token", sa, "-n", namespace, "--duration", duration]);
+        let admin = std::fs::read_to_string(&self.kubeconfig).expect("the test bed's kubeconfig");
+        assert!(admin.contains("token:"), "the test bed's kubeconfig authenticates with a token:\n{admin}");
+        let lines: Vec<String> = admin
+            .lines()
+            .map(|l| match l.split_once("token:") {
+                Some((indent, _)) if indent.trim().is_empty() => format!("{indent}token: {}", token.trim()),
+                _ => l.to_string(),
+            })
+            .collect();
+        lines.join("\n") + "\n"
+    }
+
     /// Runs kubectl with `args`; returns its stdout, panics with its stderr if it fails.
     #[track_caller]
     pub fn kubectl_run(&self, args: &[&str]) -> String {
