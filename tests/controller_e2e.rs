@@ -14,7 +14,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::cluster::{
-    self, deployment_replicas, eventually, pod_counts, set_hpa, Announce, Behaviour, Controller, ElasticJob,
+    self, deployment_replicas, eventually, pod_counts, set_hpa, Announce, Behaviour, Controller, ElasticJob, WorkerPod,
 };
 use support::testbed::Testbed;
 
@@ -24,8 +24,17 @@ async fn cluster(bed: &Testbed) -> (kube::Client, ElasticJob, ElasticJob) {
     let client = cluster::two_nodes_with_nginx(bed).await;
     let a = ElasticJob::start(bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
     // The second job's master is announced by a Pod rather than a Service.
-    let b =
-        ElasticJob::start_announced(bed, &client, "ml", "jb", (1, 12, 2), Behaviour::Honest, None, Announce::Pod).await;
+    let b = ElasticJob::start_with(
+        bed,
+        &client,
+        "ml",
+        "jb",
+        (1, 12, 2),
+        Behaviour::Honest,
+        WorkerPod::one_cpu(None),
+        Announce::Pod,
+    )
+    .await;
     (client, a, b)
 }
 

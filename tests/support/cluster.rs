@@ -209,8 +209,8 @@ pub struct WorkerPod<'a> {
 }
 
 /// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each unless
-/// [`start_sized`](ElasticJob::start_sized)), a reference master on
-/// loopback, and the master Service that announces it.
+/// [`start_with`](ElasticJob::start_with) says otherwise), a reference master on loopback, and
+/// the master Service or Pod that announces it.
 pub struct ElasticJob {
     pub name: String,
     pub ns: String,
@@ -227,8 +227,15 @@ pub enum Announce {
     Pod,
 }
 
+impl<'a> WorkerPod<'a> {
+    /// 1 CPU, deleted at once: what most tests use.
+    pub fn one_cpu(priority_class: Option<&'a str>) -> WorkerPod<'a> {
+        WorkerPod { cpu: "1", priority_class, termination_grace_s: 0 }
+    }
+}
+
 impl ElasticJob {
-    /// A job whose master is announced by a Service.
+    /// A job of [`WorkerPod::one_cpu`] workers whose master is announced by a Service.
     pub async fn start(
         bed: &Testbed,
         client: &Client,
@@ -238,41 +245,14 @@ impl ElasticJob {
         behaviour: Behaviour,
         priority_class: Option<&str>,
     ) -> ElasticJob {
-        Self::start_announced(bed, client, ns, name, sizes, behaviour, priority_class, Announce::Service).await
+        let worker = WorkerPod::one_cpu(priority_class);
+        ElasticJob::start_with(bed, client, ns, name, sizes, behaviour, worker, Announce::Service).await
     }
 
-    /// `(min, max, replicas)` workers; the master is served on loopback, and the object that
-    /// announces it points there with the `colocate.dev/master-url` annotation.
+    /// `(min, max, replicas)` workers like `worker`; the master is served on loopback, and the
+    /// object that announces it points there with the `colocate.dev/master-url` annotation.
     #[allow(clippy::too_many_arguments)]
-    pub async fn start_announced(
-        bed: &Testbed,
-        client: &Client,
-        ns: &str,
-        name: &str,
-        (min, max, replicas): (u32, u32, u32),
-        behaviour: Behaviour,
-        priority_class: Option<&str>,
-        announce: Announce,
-    ) -> ElasticJob {
-        let worker = WorkerPod { cpu: "1", priority_class, termination_grace_s: 0 };
-        ElasticJob::start_full(bed, client, ns, name, (min, max, replicas), behaviour, worker, announce).await
-    }
-
-    /// [`start`](Self::start) with workers of another size and grace period.
-    pub async fn start_sized(
-        bed: &Testbed,
-        client: &Client,
-        ns: &str,
-        name: &str,
-        sizes: (u32, u32, u32),
-        behaviour: Behaviour,
-        worker: WorkerPod<'_>,
-    ) -> ElasticJob {
-        ElasticJob::start_full(bed, client, ns, name, sizes, behaviour, worker, Announce::Service).await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn start_full(
+    pub async fn start_with(
         bed: &Testbed,
         client: &Client,
         ns: &str,

@@ -16,7 +16,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 
-use super::cluster::{self, Behaviour, ElasticJob, WorkerPod};
+use super::cluster::{self, Announce, Behaviour, ElasticJob, WorkerPod};
 use super::testbed::{node_manifest, Testbed};
 
 pub const ONLINE_CLASS: &str = "online-high";
@@ -168,8 +168,17 @@ pub async fn fill_with_jobs(
         let cpu = format!("{}m", spec.worker.resources().cpu_milli);
         let worker = WorkerPod { cpu: &cpu, priority_class: Some(TRAINING_CLASS), termination_grace_s: grace_s };
         let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
-        let job =
-            ElasticJob::start_sized(bed, client, JOB_NAMESPACE, &spec.name, bounds, Behaviour::Honest, worker).await;
+        let job = ElasticJob::start_with(
+            bed,
+            client,
+            JOB_NAMESPACE,
+            &spec.name,
+            bounds,
+            Behaviour::Honest,
+            worker,
+            Announce::Service,
+        )
+        .await;
         let placed = placed_workers(client, &spec.name, spec.max_workers).await;
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), JOB_NAMESPACE);
         let scale = json!({"spec": {"replicas": placed}});
