@@ -199,6 +199,30 @@ fn rendered_configuration_is_accepted_by_check_config() {
     }
 }
 
+/// Every setting `colocate check-config` prints (the controller's own list) has a value in
+/// values.yaml, where it is documented, unless the chart sets it itself.
+#[test]
+fn values_cover_every_controller_setting() {
+    let chart_sets = ["metrics_addr", "lease_namespace", "lease_name", "master_token_file"];
+    let values = documents(&std::fs::read_to_string(chart_support::chart_dir().join("values.yaml")).unwrap()).remove(0);
+    let printed = check_config("{}\n");
+    let mut section = "";
+    let (mut missing, mut checked) = (Vec::new(), 0);
+    for line in printed.lines() {
+        if let Some(name) = line.strip_suffix(':').filter(|l| !l.starts_with(' ')) {
+            section = name;
+        } else if let Some((key, _)) = line.strip_prefix("  ").and_then(|l| l.split_once(':')) {
+            checked += 1;
+            let in_values = values["config"][section].get(key).is_some();
+            if !in_values && !(section == "run" && chart_sets.contains(&key)) {
+                missing.push(format!("config.{section}.{key}"));
+            }
+        }
+    }
+    assert!(checked > 20, "read only {checked} settings from check-config's output:\n{printed}");
+    assert!(missing.is_empty(), "controller settings without a value in values.yaml: {missing:?}");
+}
+
 /// (helm arguments, text the error must contain). Values files are written from the YAML given.
 fn bad_values() -> Vec<(Vec<String>, &'static str)> {
     let set = |s: &str| vec!["--set".to_string(), s.to_string()];
@@ -233,6 +257,7 @@ fn bad_values() -> Vec<(Vec<String>, &'static str)> {
         (set("rbac.jobNamespaces[0]=Not_A_Namespace"), "/rbac/jobNamespaces/0"),
         (set("metrics.serviceMonitor.enabled=maybe"), "/metrics/serviceMonitor/enabled"),
         (set("serviceAccount.create=false"), "serviceAccount.name: name the existing ServiceAccount"),
+        (set("config.run.adapters=yes"), "/config/run/adapters"),
     ]
 }
 
