@@ -203,7 +203,7 @@ fn rendered_configuration_is_accepted_by_check_config() {
 /// values.yaml, where it is documented, unless the chart sets it itself.
 #[test]
 fn values_cover_every_controller_setting() {
-    let chart_sets = ["metrics_addr", "lease_namespace", "lease_name", "master_token_file"];
+    let chart_sets = ["metrics_addr", "lease_namespace", "lease_name", "master_token_file", "job_namespaces"];
     let values = documents(&std::fs::read_to_string(chart_support::chart_dir().join("values.yaml")).unwrap()).remove(0);
     let printed = check_config("{}\n");
     let mut section = "";
@@ -307,6 +307,16 @@ fn default_install_is_hardened_and_highly_available() {
     let svc = object(&docs, "Service", "colocate");
     assert_eq!(svc["spec"]["ports"][0]["name"], "metrics");
     assert_eq!(object(&docs, "Role", "colocate-lease")["metadata"]["namespace"], NAMESPACE);
+    // Adapters are opt-in: by default the controller may write no workload and patch no pod.
+    let act = object(&docs, "ClusterRole", "colocate-act");
+    let resources: Vec<&str> = act["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["resources"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()))
+        .collect();
+    assert_eq!(resources, ["pods", "services", "events"], "default act rules: {}", act["rules"]);
+    assert!(rendered_config(&template(&[])).contains("adapters: false"), "run.adapters follows rbac.adapters");
     // Off unless asked for or their CRDs are served.
     for kind in ["ServiceMonitor", "PrometheusRule", "PriorityClass"] {
         assert!(!docs.iter().any(|d| d["kind"] == kind), "{kind} rendered by default: {}", kinds(&docs));

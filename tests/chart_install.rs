@@ -109,7 +109,10 @@ fn installed_chart_grants_exactly_what_the_controller_needs() {
         "crd/jobs.batch.volcano.sh",
     ]);
 
-    install(&tb, home.path(), "colocate", "colocate-system", &[]);
+    // Every adapter kind on (the defaults grant none; tests/chart.rs checks that).
+    let all_adapters = "rbac.adapters.deployments=true,rbac.adapters.statefulsets=true,\
+                        rbac.adapters.pytorchjobs=true,rbac.adapters.volcanoJobs=true";
+    install(&tb, home.path(), "colocate", "colocate-system", &["--set", all_adapters]);
     let objects = tb.kubectl_run(&[
         "get",
         "deployment,service,configmap,serviceaccount,poddisruptionbudget,role,rolebinding",
@@ -149,9 +152,8 @@ fn installed_chart_grants_exactly_what_the_controller_needs() {
             // Acting on jobs, in any namespace.
             "delete pods -n ml",
             "patch services -n research",
-            "create events -n ml",
-            "patch events -n ml",
             "create events.events.k8s.io -n ml",
+            "patch events.events.k8s.io -n ml",
             "get deployments.apps --subresource=scale -n ml",
             "patch deployments.apps --subresource=scale -n ml",
             "patch statefulsets.apps --subresource=scale -n ml",
@@ -168,6 +170,7 @@ fn installed_chart_grants_exactly_what_the_controller_needs() {
         &[
             "delete nodes",
             "patch nodes",
+            "create events -n ml",
             "create pods -n ml",
             "update pods -n ml",
             "update deployments.apps -n ml",
@@ -226,4 +229,8 @@ fn installed_chart_grants_exactly_what_the_controller_needs() {
     );
     let config = tb.kubectl_run(&["get", "configmap", "-n", "colocate-limited", "limited-colocate", "-o", "yaml"]);
     assert!(config.contains("lease_name: limited-colocate"), "the controller is not told its Lease:\n{config}");
+    assert!(
+        config.contains("job_namespaces:\n      - ml\n      - research"),
+        "the controller is not limited to the namespaces it may act in:\n{config}"
+    );
 }

@@ -60,6 +60,9 @@ pub struct RunFlags {
     /// How long one request to a job's master may take (it is retried twice).
     #[arg(long, env = "COLOCATE_MASTER_TIMEOUT", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub master_timeout: Option<Duration>,
+    /// Steer only jobs in these namespaces (comma-separated; default: every namespace).
+    #[arg(long, env = "COLOCATE_JOB_NAMESPACES", value_delimiter = ',', value_name = "NAMESPACE,...")]
+    pub job_namespaces: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -110,6 +113,9 @@ pub struct RunFile {
     /// Also drive jobs without a master through Kubernetes adapters (`/scale`, Volcano); needs
     /// the RBAC for those kinds (the chart's `adapters` values).
     pub adapters: Option<bool>,
+    /// Steer only jobs in these namespaces; unset or empty: every namespace. Services and nodes
+    /// are still watched cluster-wide: online pods and workers share nodes across namespaces.
+    pub job_namespaces: Option<Vec<String>>,
 }
 
 /// The leader Lease's name unless configured.
@@ -123,6 +129,11 @@ fn is_dns_subdomain(name: &str) -> bool {
         && edge_ok(name.chars().next())
         && edge_ok(name.chars().last())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+}
+
+/// A namespace name (RFC 1123 label): a subdomain without dots, at most 63 characters.
+fn is_dns_label(name: &str) -> bool {
+    name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
 }
 
 fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -205,6 +216,8 @@ pub struct RunConfig {
     pub status_interval: Duration,
     pub master_timeout: Duration,
     pub adapters: bool,
+    /// Namespaces whose jobs are steered; empty: every namespace.
+    pub job_namespaces: Vec<String>,
     pub services: Vec<ServiceSource>,
 }
 
@@ -248,6 +261,11 @@ impl RunConfig {
             status_interval: flags.status_interval.or(run.status_interval).unwrap_or(Duration::from_secs(5)),
             master_timeout: flags.master_timeout.or(run.master_timeout).unwrap_or(Duration::from_secs(5)),
             adapters: flags.adapters || run.adapters.unwrap_or(false),
+            job_namespaces: if flags.job_namespaces.is_empty() {
+                run.job_namespaces.clone().unwrap_or_default()
+            } else {
+                flags.job_namespaces.clone()
+            },
             services: file.services.clone(),
         };
         for (key, value) in [
@@ -272,6 +290,13 @@ impl RunConfig {
                 config.lease_name
             );
             return Err(invalid("run.lease_name", message));
+        }
+        for (i, namespace) in config.job_namespaces.iter().enumerate() {
+            if !is_dns_label(namespace) {
+                let message =
+                    format!("`{namespace}` is not a namespace name (lowercase letters, digits and '-', at most 63)");
+                return Err(invalid(&format!("run.job_namespaces[{i}]"), message));
+            }
         }
         if config.lease_duration < Duration::from_secs(3) {
             return Err(invalid("run.lease_duration", "must be at least 3s".into()));
@@ -366,6 +391,10 @@ impl RunConfig {
             ("status_interval", d(self.status_interval)),
             ("master_timeout", d(self.master_timeout)),
             ("adapters", self.adapters.to_string()),
+            (
+                "job_namespaces",
+                if self.job_namespaces.is_empty() { "(all)".into() } else { self.job_namespaces.join(", ") },
+            ),
         ] {
             out.push_str(&format!("  {k}: {v}\n"));
         }
@@ -425,6 +454,23 @@ mod tests {
             let flags = RunFlags { lease_name: Some(bad.into()), ..flags.clone() };
             let e = RunConfig::resolve(&flags, None).unwrap_err().to_string();
             assert!(e.contains("run.lease_name") && e.contains("not a valid object name"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn job_namespaces_come_from_the_file_or_the_flag_and_must_be_namespace_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "run:\n  job_namespaces: [ml, research]\n").unwrap();
+        let flags = RunFlags { config: Some(path.clone()), ..RunFlags::default() };
+        assert_eq!(RunConfig::resolve(&flags, None).unwrap().job_namespaces, ["ml", "research"]);
+        let flagged = RunFlags { job_namespaces: vec!["batch".into()], ..flags.clone() };
+        assert_eq!(RunConfig::resolve(&flagged, None).unwrap().job_namespaces, ["batch"]);
+        assert!(RunConfig::resolve(&RunFlags::default(), None).unwrap().job_namespaces.is_empty(), "every namespace");
+        for bad in ["ML", "a.b", ""] {
+            let flags = RunFlags { job_namespaces: vec!["ml".into(), bad.into()], ..flags.clone() };
+            let e = RunConfig::resolve(&flags, None).unwrap_err().to_string();
+            assert!(e.contains("run.job_namespaces[1]") && e.contains("not a namespace name"), "{bad}: {e}");
         }
     }
 }

@@ -48,11 +48,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-The leader Lease. `colocate run` has no flag for its name: it is always `colocate`, in the
-namespace of the pod (POD_NAMESPACE). The Role grants get/update on this name only, and two
-releases in one namespace would share it (install them in different namespaces).
+The leader Lease (run.lease_name), in the namespace of the pod (POD_NAMESPACE). One Lease per
+release: two releases in one namespace elect their leaders apart. The Role grants get/update on
+this name only.
 */}}
-{{- /* One Lease per release: two releases in one namespace elect their leaders apart. */}}
 {{- define "colocate.leaseName" -}}{{ include "colocate.fullname" . }}{{- end }}
 
 {{- define "colocate.configDir" -}}/etc/colocate{{- end }}

@@ -16,6 +16,9 @@ pub struct JobDirectory {
     /// Every pod (the pods reflector); the master Pods are picked out of it.
     pub pods: Store<Pod>,
     pub adapters: Option<AdapterJobs>,
+    /// Only jobs in these namespaces are steered (run.job_namespaces); empty: every namespace.
+    /// Workers of other jobs are then ordinary pods to the decision: load it cannot move.
+    pub namespaces: Vec<String>,
 }
 
 impl JobDirectory {
@@ -31,6 +34,9 @@ impl JobDirectory {
             jobs.extend(more);
             problems.extend(more_problems);
         }
+        if !self.namespaces.is_empty() {
+            jobs.retain(|j| self.namespaces.contains(&j.namespace));
+        }
         let mut seen = std::collections::BTreeSet::new();
         jobs.retain(|j| {
             let fresh = seen.insert(j.key());
@@ -40,5 +46,55 @@ impl JobDirectory {
             fresh
         });
         (jobs, problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+    use crate::live::controller::masters::ClientFactory;
+    use crate::live::master::MasterClient;
+
+    struct Plain;
+    impl ClientFactory for Plain {
+        fn client(&self, base_url: &str) -> Result<MasterClient, String> {
+            MasterClient::new(base_url).map_err(|e| e.to_string())
+        }
+    }
+
+    fn master_service(namespace: &str, job: &str) -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": namespace, "name": format!("{job}-master"), "uid": format!("{namespace}-{job}"),
+                "labels": {"colocate.dev/master": "true", "colocate.dev/job": job}},
+            "spec": {"ports": [{"name": "master", "port": 8080}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_jobs_in_the_configured_namespaces_are_steered() {
+        let (services, mut writer) = store::<Service>();
+        for (namespace, job) in [("ml", "wd"), ("research", "bert"), ("web", "stray")] {
+            writer.apply_watcher_event(&Event::Apply(master_service(namespace, job)));
+        }
+        let (pods, _pod_writer) = store::<Pod>();
+        let directory = |namespaces: &[&str]| JobDirectory {
+            masters: MasterDiscovery::new(Box::new(Plain)),
+            master_services: services.clone(),
+            pods: pods.clone(),
+            adapters: None,
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        };
+        let keys = |d: JobDirectory| {
+            let mut keys: Vec<String> = d.jobs().0.iter().map(|j| j.key()).collect();
+            keys.sort();
+            keys
+        };
+        assert_eq!(keys(directory(&["ml", "research"])), ["ml/wd", "research/bert"]);
+        assert_eq!(keys(directory(&[])), ["ml/wd", "research/bert", "web/stray"], "empty: every namespace");
     }
 }

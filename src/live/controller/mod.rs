@@ -146,6 +146,7 @@ pub async fn run(
         master_services: caches.masters.clone(),
         pods: caches.pods.clone(),
         adapters,
+        namespaces: config.job_namespaces.clone(),
     });
 
     tracing::info!(identity = %identity, dry_run = config.dry_run, "waiting for the reflectors to list the cluster");
