@@ -213,8 +213,8 @@ fn values_cover_every_controller_setting() {
             section = name;
         } else if let Some((key, _)) = line.strip_prefix("  ").and_then(|l| l.split_once(':')) {
             checked += 1;
-            let in_values = values["config"][section].get(key).is_some();
-            if !in_values && !(section == "run" && chart_sets.contains(&key)) {
+            let chart_set = section == "run" && chart_sets.contains(&key);
+            if values["config"][section].get(key).is_none() && !chart_set {
                 missing.push(format!("config.{section}.{key}"));
             }
         }
