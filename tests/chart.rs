@@ -1,12 +1,16 @@
 //! The Helm chart (`charts/colocate`), rendered by a real Helm: `helm lint --strict`, golden
 //! manifests, Kubernetes schema validation (kubernetes-validate), the rendered configuration
-//! accepted by `colocate check-config`, bad values refused with a message naming them, and the
-//! same output from Helm 3. The install into a real API server is tests/chart_install.rs.
+//! accepted by `colocate check-config`, every configuration check-config refuses refused by the
+//! chart too (chart/parity.rs), chart-only bad values refused with a message naming them, and
+//! the same output from Helm 3. The install into a real API server is tests/chart_install.rs.
 //!
 //! Golden files: `tests/golden/chart/<case>.yaml`; `UPDATE_GOLDEN=1 cargo test --release --test
 //! chart` rewrites them after an intended change (review the diff).
 
 mod chart_support;
+// The parity table of check-config and the chart, in its own file for its length.
+#[path = "chart/parity.rs"]
+mod parity;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -223,48 +227,47 @@ fn values_cover_every_controller_setting() {
     assert!(missing.is_empty(), "controller settings without a value in values.yaml: {missing:?}");
 }
 
+/// Values only the chart refuses (check-config has no such setting, or the chart sets it itself):
 /// (helm arguments, text the error must contain). Values files are written from the YAML given.
-fn bad_values() -> Vec<(Vec<String>, &'static str)> {
+/// Everything check-config refuses is in chart/parity.rs.
+fn chart_only_bad_values() -> Vec<(Vec<String>, &'static str)> {
     let set = |s: &str| vec!["--set".to_string(), s.to_string()];
     vec![
-        // The acceptance example, from a values file (schema) and from --set (template check).
-        (vec!["-f".into(), "config:\n  controller:\n    target_utilization: 1.5\n".into()], "/config/controller/target_utilization"),
-        (set("config.controller.target_utilization=1.5"), "config.controller.target_utilization: 1.5 is outside [0, 1]"),
-        (set("config.controller.safety_margin=0.95"), "config.controller.safety_margin: 0.95 is outside [0, 0.9]"),
-        (set("config.controller.target_utilisation=0.8"), "additional properties 'target_utilisation' not allowed"),
-        (set("config.controller.grow_payback=15"), "config.controller.grow_payback: `15` has no unit"),
-        (set("config.controller.trend_window=0s"), "config.controller.trend_window: must be longer than 0s"),
-        (set("config.controller.grow_max_step=0"), "/config/controller/grow_max_step"),
-        (set("config.controller.latency_slack_shrink=0.5"), "latency_slack_shrink: 0.5 is above latency_slack_hold"),
-        (set("config.run.tick=10"), "config.run.tick: `10` has no unit"),
-        (set("config.run.log_format=xml"), "/config/run/log_format"),
         (set("config.run.metrics_addr=0.0.0.0:9090"), "additional properties 'metrics_addr' not allowed"),
-        (set("config.services[0].name=a,config.services[0].namespace=web"), "config.services[0].hpa: give an HPA name or a selector"),
-        (
-            set("config.services[0].name=a,config.services[0].namespace=web,config.services[0].hpa=a,config.services[0].selector=app=a"),
-            "config.services[0].selector: give an HPA name or a selector, not both",
-        ),
-        (
-            set("config.services[0].name=a,config.services[0].namespace=web,config.services[0].hpa=a,config.services[0].load.promql=up"),
-            "config.services[0].load: a promql source needs config.run.prometheus_url",
-        ),
-        (
-            set("config.services[0].name=a,config.services[0].namespace=web,config.services[0].hpa=a,config.services[0].latency_p99.scrape.url=http://a/metrics,config.services[0].latency_p99.scrape.metric=p99"),
-            "config.services[0].slo_p99: a latency_p99 source needs the SLO",
-        ),
+        (set("config.run.lease_name=colocate"), "additional properties 'lease_name' not allowed"),
         (set("replicaCount=0"), "/replicaCount"),
         (set("podAntiAffinity=always"), "/podAntiAffinity"),
         (set("rbac.jobNamespaces[0]=Not_A_Namespace"), "/rbac/jobNamespaces/0"),
         (set("metrics.serviceMonitor.enabled=maybe"), "/metrics/serviceMonitor/enabled"),
         (set("serviceAccount.create=false"), "serviceAccount.name: name the existing ServiceAccount"),
         (set("config.run.adapters=yes"), "/config/run/adapters"),
+        (
+            set("podDisruptionBudget.minAvailable=2"),
+            "podDisruptionBudget.minAvailable: 2 is not below replicaCount (2)",
+        ),
+        (
+            set("podDisruptionBudget.minAvailable=100%"),
+            "podDisruptionBudget.minAvailable: 100% is not below replicaCount (2)",
+        ),
+        (
+            vec![
+                "--set".into(),
+                "replicaCount=3".into(),
+                "--set".into(),
+                "podDisruptionBudget.minAvailable=67%".into(),
+            ],
+            "podDisruptionBudget.minAvailable: 67% is not below replicaCount (3)",
+        ),
+        (vec!["-f".into(), "podDisruptionBudget:\n  minAvailable: '1'\n".into()], "/podDisruptionBudget/minAvailable"),
+        // humantime takes fractions; the chart does not (values.schema.json says so).
+        (set("config.run.tick=1.5s"), "/config/run/tick"),
     ]
 }
 
 #[test]
-fn bad_values_fail_with_a_message_naming_them() {
+fn chart_only_bad_values_fail_with_a_message_naming_them() {
     let dir = tempfile::tempdir().unwrap();
-    for (i, (mut a, expected)) in bad_values().into_iter().enumerate() {
+    for (i, (mut a, expected)) in chart_only_bad_values().into_iter().enumerate() {
         if a[0] == "-f" {
             let file = dir.path().join(format!("bad-{i}.yaml"));
             std::fs::write(&file, &a[1]).unwrap();
@@ -274,6 +277,15 @@ fn bad_values_fail_with_a_message_naming_them() {
             Ok(_) => panic!("helm template {a:?} succeeded; expected an error containing `{expected}`"),
             Err(e) => assert!(e.contains(expected), "helm template {a:?}: expected `{expected}` in:\n{e}"),
         }
+    }
+    // The edges of what is accepted: a PDB that leaves one replica evictable.
+    for ok in [
+        ["replicaCount=2", "podDisruptionBudget.minAvailable=50%"],
+        ["replicaCount=3", "podDisruptionBudget.minAvailable=2"],
+    ] {
+        let docs = documents(&template(&["--set", ok[0], "--set", ok[1]]));
+        let min = &object(&docs, "PodDisruptionBudget", "colocate")["spec"]["minAvailable"];
+        assert_eq!(min.to_string().trim_matches('"'), ok[1].split_once('=').unwrap().1, "{ok:?}");
     }
 }
 

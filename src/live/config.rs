@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use serde::Deserialize;
+use reqwest::Url;
+use serde::{Deserialize, Deserializer};
 
 use crate::core::config::duration;
 use crate::core::Config;
@@ -180,8 +181,50 @@ struct MetricSourceSpec {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScrapeSpec {
+    #[serde(deserialize_with = "scrape_url")]
     url: String,
+    #[serde(deserialize_with = "metric_name")]
     metric: String,
+}
+
+/// Checked where the file is parsed, so that `check-config` refuses what the sampler would
+/// refuse at start, with the key path of the bad value.
+fn scrape_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let url = String::deserialize(d)?;
+    http_url(&url).map_err(|problem| serde::de::Error::custom(format!("`{url}`: {problem}")))?;
+    Ok(url)
+}
+
+fn metric_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let name = String::deserialize(d)?;
+    if !is_metric_name(&name) {
+        return Err(serde::de::Error::custom(format!(
+            "`{name}` is not a Prometheus metric name ({METRIC_NAME_SYNTAX})"
+        )));
+    }
+    Ok(name)
+}
+
+/// An absolute `http://` URL with a host: what the sampler can reach (this build of reqwest
+/// has no TLS). Used by the config checks and by the sampler, so that they cannot disagree.
+pub fn http_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text).map_err(|e| e.to_string())?;
+    match url.scheme() {
+        "http" if url.host().is_some() => Ok(url),
+        "http" => Err("no host".into()),
+        "https" => Err("https is not supported: this build speaks plain HTTP only (no TLS)".into()),
+        other => Err(format!("scheme `{other}` is not http")),
+    }
+}
+
+/// The Prometheus metric name syntax, as [`is_metric_name`] checks it.
+pub const METRIC_NAME_SYNTAX: &str = "[a-zA-Z_:][a-zA-Z0-9_:]*";
+
+/// `[a-zA-Z_:][a-zA-Z0-9_:]*`, the Prometheus metric name syntax.
+pub fn is_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
 impl TryFrom<MetricSourceSpec> for MetricSource {
@@ -301,11 +344,19 @@ impl RunConfig {
         if config.lease_duration < Duration::from_secs(3) {
             return Err(invalid("run.lease_duration", "must be at least 3s".into()));
         }
+        if config.lease_duration.as_secs() >= i32::MAX as u64 {
+            // The Lease object holds leaseDurationSeconds as an int32; the elector refuses more.
+            let message = format!("must be shorter than {}s (a Lease holds whole seconds in 32 bits)", i32::MAX);
+            return Err(invalid("run.lease_duration", message));
+        }
         if config.tick.is_zero() {
             return Err(invalid("run.tick", "must be longer than 0s".into()));
         }
         if config.debounce >= config.tick {
             return Err(invalid("run.debounce", format!("must be shorter than the tick ({:?})", config.tick)));
+        }
+        if let Some(url) = &config.prometheus_url {
+            http_url(url).map_err(|problem| invalid("run.prometheus_url", format!("`{url}`: {problem}")))?;
         }
         let mut names = std::collections::HashSet::new();
         for (i, s) in config.services.iter().enumerate() {
@@ -323,12 +374,13 @@ impl RunConfig {
                 }
                 (Some(_), None) => {}
             }
-            let needs_prometheus = [&s.load, &s.latency_p99].iter().any(|m| matches!(m, Some(MetricSource::Promql(_))));
-            if needs_prometheus && config.prometheus_url.is_none() {
-                return Err(invalid(
-                    &at("load"),
-                    "a promql source needs run.prometheus_url (or --prometheus-url)".into(),
-                ));
+            for (source, metric) in [("load", &s.load), ("latency_p99", &s.latency_p99)] {
+                if matches!(metric, Some(MetricSource::Promql(_))) && config.prometheus_url.is_none() {
+                    return Err(invalid(
+                        &at(source),
+                        "a promql source needs run.prometheus_url (or --prometheus-url)".into(),
+                    ));
+                }
             }
             if s.latency_p99.is_some() && s.slo_p99.is_none() {
                 return Err(invalid(&at("slo_p99"), "a latency_p99 source needs the SLO to compare it with".into()));
@@ -472,5 +524,91 @@ mod tests {
             let e = RunConfig::resolve(&flags, None).unwrap_err().to_string();
             assert!(e.contains("run.job_namespaces[1]") && e.contains("not a namespace name"), "{bad}: {e}");
         }
+    }
+
+    /// The error `check-config` gives for a file holding `yaml`.
+    fn refusal(yaml: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        check_file(&path).expect_err(yaml).to_string()
+    }
+
+    /// What the sampler would refuse at start is refused when the file is checked, naming the key.
+    #[test]
+    fn sources_the_sampler_cannot_use_are_refused_by_the_check() {
+        let service =
+            |source: &str| format!("services:\n  - name: a\n    namespace: web\n    hpa: a\n    load: {source}\n");
+        for (source, expected) in [
+            (
+                "{scrape: {url: 'https://a/metrics', metric: x}}",
+                "services[0].load.scrape.url: `https://a/metrics`: https is not supported",
+            ),
+            (
+                "{scrape: {url: 'ftp://a/metrics', metric: x}}",
+                "services[0].load.scrape.url: `ftp://a/metrics`: scheme `ftp` is not http",
+            ),
+            (
+                "{scrape: {url: 'a:9100/metrics', metric: x}}",
+                "services[0].load.scrape.url: `a:9100/metrics`: scheme `a` is not http",
+            ),
+            (
+                "{scrape: {url: '/metrics', metric: x}}",
+                "services[0].load.scrape.url: `/metrics`: relative URL without a base",
+            ),
+            (
+                "{scrape: {url: 'http://a:99999/', metric: x}}",
+                "services[0].load.scrape.url: `http://a:99999/`: invalid port number",
+            ),
+            (
+                "{scrape: {url: 'http://a/metrics', metric: nginx-requests}}",
+                "services[0].load.scrape.metric: `nginx-requests` is not a Prometheus metric name",
+            ),
+            (
+                "{scrape: {url: 'http://a/metrics', metric: ''}}",
+                "services[0].load.scrape.metric: `` is not a Prometheus metric name",
+            ),
+        ] {
+            let e = refusal(&service(source));
+            assert!(e.contains(expected), "{source}: expected `{expected}` in: {e}");
+        }
+        let good = refusal(&format!(
+            "{}  - {{name: b}}\n",
+            service("{scrape: {url: 'http://10.0.0.1:9113/metrics', metric: 'job:rate:5m'}}")
+        ));
+        assert!(good.contains("services[1]: missing field `namespace`"), "only the second service is wrong: {good}");
+    }
+
+    #[test]
+    fn prometheus_url_must_be_plain_http_with_a_host() {
+        for (url, problem) in [
+            ("https://prometheus:9090", "https is not supported"),
+            ("prometheus:9090", "scheme `prometheus` is not http"),
+            ("http://", "empty host"),
+            ("", "relative URL without a base"),
+        ] {
+            let e = refusal(&format!("run:\n  prometheus_url: '{url}'\n"));
+            assert!(e.contains(&format!(":2: run.prometheus_url: `{url}`: {problem}")), "{url}: {e}");
+            let flags = RunFlags { prometheus_url: Some(url.into()), ..RunFlags::default() };
+            let e = RunConfig::resolve(&flags, None).unwrap_err().to_string();
+            assert!(e.contains(&format!("run.prometheus_url: `{url}`: {problem}")), "--prometheus-url {url}: {e}");
+        }
+        let flags = RunFlags { prometheus_url: Some("http://[::1]:9090/prom/".into()), ..RunFlags::default() };
+        assert!(RunConfig::resolve(&flags, None).is_ok());
+    }
+
+    #[test]
+    fn a_promql_source_without_prometheus_is_named_by_its_key() {
+        let yaml = "services:\n  - {name: a, namespace: web, hpa: a, slo_p99: 1s, latency_p99: {promql: up}}\n";
+        let e = refusal(yaml);
+        assert!(e.contains("services[0].latency_p99: a promql source needs run.prometheus_url"), "{e}");
+    }
+
+    #[test]
+    fn lease_duration_fits_the_lease_object() {
+        let e = refusal("run:\n  lease_duration: 70years\n");
+        assert!(e.contains("run.lease_duration: must be shorter than 2147483647s"), "{e}");
+        let e = refusal("run:\n  lease_duration: 2s\n");
+        assert!(e.contains("run.lease_duration: must be at least 3s"), "{e}");
     }
 }

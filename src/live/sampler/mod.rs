@@ -36,7 +36,7 @@ pub use error::{SampleError, SamplerError};
 use source::{Origin, Source};
 
 use crate::core::Sample;
-use crate::live::config::{MetricSource, ServiceSource};
+use crate::live::config::{http_url, is_metric_name, MetricSource, ServiceSource};
 use crate::live::master::error_chain;
 use crate::telemetry::metrics::Metrics;
 
@@ -240,24 +240,6 @@ fn origin(
             Ok(Origin::Scrape { url: parsed, metric: metric.clone() })
         }
     }
-}
-
-/// An absolute `http://` URL with a host.
-fn http_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text).map_err(|e| e.to_string())?;
-    match url.scheme() {
-        "http" if url.host().is_some() => Ok(url),
-        "http" => Err("no host".into()),
-        "https" => Err("https is not supported: this build speaks plain HTTP only (no TLS)".into()),
-        other => Err(format!("scheme `{other}` is not http")),
-    }
-}
-
-/// `[a-zA-Z_:][a-zA-Z0-9_:]*`, the Prometheus metric name syntax.
-fn is_metric_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
 /// Rejects numbers the core cannot use: NaN and infinities (an idle histogram_quantile, a
