@@ -370,7 +370,11 @@ impl RunConfig {
                     return Err(invalid(&at("selector"), "give an HPA name or a selector, not both".into()))
                 }
                 (None, Some(sel)) => {
-                    LabelSelector::parse(sel).map_err(|e| invalid(&at("selector"), e.problem))?;
+                    let parsed = LabelSelector::parse(sel).map_err(|e| invalid(&at("selector"), e.problem))?;
+                    if parsed.is_empty() {
+                        let problem = "an empty selector would count every pod in the namespace as the service";
+                        return Err(invalid(&at("selector"), problem.into()));
+                    }
                 }
                 (Some(_), None) => {}
             }

@@ -58,12 +58,29 @@ impl LabelSelector {
                 | Requirement::Exists(k)
                 | Requirement::DoesNotExist(k) => k,
             };
-            if key.is_empty() || key.contains(char::is_whitespace) {
+            if !is_label_key(key) {
                 return Err(fail(format!("`{part}` has no valid key")));
+            }
+            let values: &[String] = match &requirement {
+                Requirement::Equals(_, v) | Requirement::NotEquals(_, v) => std::slice::from_ref(v),
+                Requirement::In(_, vs) | Requirement::NotIn(_, vs) => vs,
+                Requirement::Exists(_) | Requirement::DoesNotExist(_) => &[],
+            };
+            // A value no label can hold would make the requirement silently never match.
+            if let Some(bad) = values.iter().find(|v| !is_label_value(v)) {
+                return Err(fail(format!(
+                    "`{part}`: `{bad}` is not a label value (at most 63 letters, digits, '-', '_' or '.', \
+                     starting and ending with a letter or digit)"
+                )));
             }
             requirements.push(requirement);
         }
         Ok(LabelSelector { requirements })
+    }
+
+    /// True for the selector that matches everything.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
     }
 
     /// From a `matchLabels` map (Deployment `spec.selector.matchLabels`).
@@ -81,6 +98,32 @@ impl LabelSelector {
             Requirement::DoesNotExist(k) => !labels.contains_key(k),
         })
     }
+}
+
+/// A label value: empty, or at most 63 of `[A-Za-z0-9_.-]` beginning and ending alphanumeric.
+fn is_label_value(v: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    v.is_empty()
+        || (v.len() <= 63
+            && edge(v.chars().next())
+            && edge(v.chars().last())
+            && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+}
+
+/// A label key: a name like a non-empty value, optionally behind a DNS subdomain prefix and `/`.
+fn is_label_key(k: &str) -> bool {
+    let (prefix, name) = k.rsplit_once('/').map_or((None, k), |(p, n)| (Some(p), n));
+    let prefix_ok = prefix.is_none_or(|p| {
+        p.len() <= 253
+            && p.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    prefix_ok && !name.is_empty() && is_label_value(name)
 }
 
 /// Splits on commas that are not inside parentheses.
@@ -147,5 +190,18 @@ mod tests {
         let e = LabelSelector::parse("app in web").unwrap_err();
         assert!(e.to_string().contains("app in web") && e.problem.contains("parentheses"), "{e}");
         assert!(LabelSelector::parse("=web").is_err());
+        // Forms that parse but could never match a label are refused, naming the part.
+        for (bad, part) in [
+            ("app=a b", "app=a b"),
+            ("a!b", "a!b"),
+            ("a=b in (c)", "a=b in (c)"),
+            ("tier in (front,-x)", "tier in (front,-x)"),
+            ("Example.com/app=x", "Example.com/app=x"),
+        ] {
+            let e = LabelSelector::parse(bad).unwrap_err();
+            assert!(e.problem.contains(&format!("`{part}`")), "{bad}: {e}");
+        }
+        let ok = LabelSelector::parse("app.kubernetes.io/name=web,tier notin (a-1,b_2),x.y/z").unwrap();
+        assert!(ok.matches(&labels(&[("app.kubernetes.io/name", "web"), ("x.y/z", ""), ("tier", "c")])));
     }
 }

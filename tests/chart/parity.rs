@@ -229,6 +229,11 @@ pub fn refusals() -> Vec<Refusal> {
         ("=web", "`=web` has no valid key"),
         ("!", "`!` has no valid key"),
         ("app=a,web server", "`web server` has no valid key"),
+        ("app=a b", "`app=a b`: `a b` is not a label value"),
+        ("a!b", "`a!b` has no valid key"),
+        ("a=b in (c)", "`a=b in (c)` has no valid key"),
+        ("Example.com/app=x", "`Example.com/app=x` has no valid key"),
+        (",", "an empty selector would count every pod in the namespace as the service"),
     ] {
         let fragment = service(&format!("    selector: '{selector}'\n"));
         cases.push(refusal(&fragment, "services[0].selector", problem).chart_says("is not a label selector"));

@@ -229,7 +229,10 @@ values are limited to the characters Kubernetes labels use; the controller's par
 a selector would match no pod.
 */}}
 {{- define "colocate.selectorPattern" -}}
-{{- $k := `[A-Za-z0-9._/-]+` }}{{- $v := `[A-Za-z0-9._-]*` }}
+{{- /* Keys: an optional lowercase DNS prefix and `/`, then a name; values: empty or a name. */}}
+{{- $name := `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?` }}
+{{- $k := printf `([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?%s` $name }}
+{{- $v := printf `(%s)?` $name }}
 {{- $requirement := printf `(!\s*%s|%s\s* (in|notin) \s*\((\s*%s\s*,)*\s*%s\s*\)|%s\s*(!=|==|=)\s*%s|%s)` $k $k $v $v $k $v $k }}
 {{- printf `^\s*(%s\s*)?(,\s*(%s\s*)?)*$` $requirement $requirement }}
 {{- end }}
