@@ -9,10 +9,10 @@
 //! the test with the `apt-get install` line that provides it.
 //! `cargo test --release --test sampler_real -- --nocapture` prints the sampled numbers.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -23,6 +23,8 @@ use colocate::live::view::{snapshot, Inputs, OnlineService};
 use colocate::telemetry::metrics::{
     Metrics, SAMPLES_STALE_TOTAL, SAMPLE_AGE_SECONDS, SAMPLE_ERRORS_TOTAL, SERVICE_LOAD,
 };
+use support::process::{free_port, path, require, wait_http, write, Proc};
+use support::prometheus::Prometheus;
 use tempfile::TempDir;
 
 /// How often the sampler samples in these tests, and Prometheus scrapes (1 s).
@@ -335,11 +337,10 @@ fn count(metrics: &Metrics, name: &str, service: &str, source: Option<&str>) -> 
 struct Stack {
     nginx_port: u16,
     exporter_port: u16,
-    prometheus_port: u16,
     // Processes before the directory: fields drop in order, and the processes use it.
     _nginx: Proc,
     _exporter: Proc,
-    prometheus: Option<Proc>,
+    prometheus: Prometheus,
     wrk_bin: PathBuf,
     dir: TempDir,
 }
@@ -348,7 +349,6 @@ impl Stack {
     async fn start() -> Stack {
         let nginx_bin = require("nginx", "nginx");
         let exporter_bin = require("prometheus-nginx-exporter", "prometheus-nginx-exporter");
-        let prometheus_bin = require("prometheus", "prometheus");
         let wrk_bin = require("wrk", "wrk");
         let dir = tempfile::Builder::new().prefix("colocate-sampler-").tempdir().expect("a temporary directory");
         let (nginx_port, exporter_port, prometheus_port) = (free_port(), free_port(), free_port());
@@ -356,42 +356,26 @@ impl Stack {
         let conf = write(dir.path(), "nginx.conf", &nginx_conf(dir.path(), nginx_port));
         let nginx_args = ["-p", &path(dir.path()), "-c", &path(&conf), "-e", &path(&dir.path().join("error.log"))];
         let nginx = Proc::spawn(dir.path(), "nginx", &nginx_bin, nginx_args.map(String::from));
-        wait_http(&nginx, &format!("http://127.0.0.1:{nginx_port}/stub_status"), "Active connections").await;
+        wait_http(&nginx, &format!("http://127.0.0.1:{nginx_port}/stub_status"), "Active connections", PATIENCE).await;
 
         let exporter_args = [
             format!("-nginx.scrape-uri=http://127.0.0.1:{nginx_port}/stub_status"),
             format!("-web.listen-address=127.0.0.1:{exporter_port}"),
         ];
         let exporter = Proc::spawn(dir.path(), "exporter", &exporter_bin, exporter_args);
-        wait_http(&exporter, &format!("http://127.0.0.1:{exporter_port}/metrics"), "nginx_up 1").await;
+        wait_http(&exporter, &format!("http://127.0.0.1:{exporter_port}/metrics"), "nginx_up 1", PATIENCE).await;
 
-        let config = write(dir.path(), "prometheus.yml", &prometheus_conf(exporter_port, prometheus_port));
-        let prometheus_args = [
-            format!("--config.file={}", path(&config)),
-            format!("--storage.tsdb.path={}", path(&dir.path().join("tsdb"))),
-            format!("--web.listen-address=127.0.0.1:{prometheus_port}"),
-            "--log.level=warn".to_string(),
-        ];
-        let prometheus = Proc::spawn(dir.path(), "prometheus", &prometheus_bin, prometheus_args);
-        wait_http(&prometheus, &format!("http://127.0.0.1:{prometheus_port}/-/ready"), "Ready").await;
-        Stack {
-            nginx_port,
-            exporter_port,
-            prometheus_port,
-            _nginx: nginx,
-            _exporter: exporter,
-            prometheus: Some(prometheus),
-            wrk_bin,
-            dir,
-        }
+        let config = prometheus_conf(exporter_port, prometheus_port);
+        let prometheus = Prometheus::start(dir.path(), prometheus_port, &config).await;
+        Stack { nginx_port, exporter_port, _nginx: nginx, _exporter: exporter, prometheus, wrk_bin, dir }
     }
 
     fn prometheus_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.prometheus_port)
+        self.prometheus.url()
     }
 
     fn prometheus_metrics(&self) -> String {
-        format!("http://127.0.0.1:{}/metrics", self.prometheus_port)
+        self.prometheus.metrics_url()
     }
 
     fn exporter_metrics(&self) -> String {
@@ -407,7 +391,7 @@ impl Stack {
 
     /// Prometheus dies (SIGKILL): the fault under test.
     fn kill_prometheus(&mut self) {
-        drop(self.prometheus.take());
+        self.prometheus.kill();
     }
 }
 
@@ -430,111 +414,4 @@ fn prometheus_conf(exporter_port: u16, prometheus_port: u16) -> String {
          static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n  - job_name: prometheus\n    \
          static_configs: [{{targets: ['127.0.0.1:{prometheus_port}']}}]\n"
     )
-}
-
-/// A child process killed (SIGKILL) and reaped when dropped (also when a test panics); its
-/// output goes to `<name>.log`.
-struct Proc {
-    name: &'static str,
-    log: PathBuf,
-    child: Child,
-}
-
-impl Proc {
-    fn spawn(dir: &Path, name: &'static str, program: &Path, args: impl IntoIterator<Item = String>) -> Proc {
-        let log = dir.join(format!("{name}.log"));
-        let out = File::create(&log).expect("a log file");
-        let err = out.try_clone().expect("a log file");
-        // Drop does not run when the test process itself is killed (a CI timeout): where
-        // util-linux's setpriv is, the kernel then kills the child too (parent-death signal; it
-        // follows the spawning thread, the test's own, which lives as long as the test).
-        let mut command = match find_in_path("setpriv") {
-            Some(setpriv) => {
-                let mut c = Command::new(setpriv);
-                c.args(["--pdeathsig", "KILL", "--"]).arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
-        let child = command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Proc { name, log, child }
-    }
-
-    fn exited(&mut self) -> bool {
-        self.child.try_wait().expect("waiting on a child").is_some()
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The first output line starting with `prefix`.
-    fn output_line(&self, prefix: &str) -> String {
-        let text = self.log_text();
-        let line = text.lines().map(str::trim).find(|l| l.starts_with(prefix));
-        line.unwrap_or_else(|| panic!("no `{prefix}` in the output of {}:\n{text}", self.name)).to_string()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `url` until its body contains `expect`.
-async fn wait_http(proc: &Proc, url: &str, expect: &str) {
-    let client = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build().expect("a client");
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Ok(response) = client.get(url).send().await {
-            if response.text().await.is_ok_and(|body| body.contains(expect)) {
-                return;
-            }
-        }
-        let output = proc.log_text();
-        assert!(
-            Instant::now() < deadline,
-            "{} did not serve `{expect}` at {url} within {PATIENCE:?}:\n{output}",
-            proc.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Panics with the `apt-get` line that installs `tool` unless it is on PATH (or in /usr/sbin,
-/// where Debian puts nginx, which a non-root PATH may lack).
-fn require(tool: &str, package: &str) -> PathBuf {
-    find_in_path(tool).unwrap_or_else(|| {
-        panic!("`{tool}` not found: the sampler test runs it. Install it with `apt-get install -y {package}`")
-    })
-}
-
-fn find_in_path(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
-        .map(|dir| dir.join(tool))
-        .find(|p| p.is_file())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let file = dir.join(name);
-    std::fs::write(&file, text).expect("writing a config file");
-    file
-}
-
-fn path(p: &Path) -> String {
-    p.to_str().expect("a UTF-8 temporary path").to_string()
 }

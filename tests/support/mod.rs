@@ -4,6 +4,9 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod grafana;
 pub mod pod_recorder;
+pub mod process;
+pub mod prometheus;
 pub mod spike;
 pub mod testbed;
