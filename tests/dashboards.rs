@@ -124,6 +124,7 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let mut core = Core::new(Config { grow_stabilization: Duration::ZERO, ..Config::default() });
     m.observe_decision(&core.decide(&snap), &snap, Duration::from_micros(400));
     m.set_target_utilization(0.9);
+    m.set_sample_stale_after(Duration::from_secs(60));
     m.record_actuation::<()>(&Ok(()));
     m.record_actuation::<()>(&Err(MasterError::BadResponse { message: "html".into() }));
     m.set_sample_age("web/nginx", "latency", Duration::from_secs(3));

@@ -142,6 +142,12 @@ async fn dashboards_and_rules_return_data_from_two_live_replicas() {
     if (instances, leaders) != (Some(2.0), Some(1.0)) {
         problems.push(format!("expected 2 replicas scraped and 1 leader, got {instances:?} and {leaders:?}"));
     }
+    // ColocateSamplesStale compares sample ages with the threshold the replicas export: the
+    // default run.sample_stale_after here.
+    let stale_after = scalar(api, "max(colocate_sample_stale_after_seconds)").await;
+    if stale_after != Some(60.0) {
+        problems.push(format!("colocate_sample_stale_after_seconds is {stale_after:?}, expected 60 (the default)"));
+    }
     let rules = check_rules(api, from, to, &mut problems).await;
     let variables = run_variables(api, from, to, &mut problems).await;
     let vars = Variables {
@@ -216,9 +222,10 @@ async fn settled_workers(client: &kube::Client, at_least: u32, what: &str) -> u3
     }
 }
 
-/// The sum over jobs of the worker targets the dashboards show, once Prometheus has it.
+/// The sum over jobs of the worker targets the dashboards show (the leader's), once Prometheus
+/// has it.
 async fn shown_targets(api: &PrometheusApi) -> Option<f64> {
-    scalar(api, "sum(max by (job) (colocate_job_target_workers))").await
+    scalar(api, "sum(max by (job) (colocate_job_target_workers and on (instance) (colocate_leader == 1)))").await
 }
 
 /// Starts with the HPA expecting NGINX at its maximum, so the jobs hold at their first size

@@ -139,6 +139,7 @@ async fn metrics_carry_every_named_metric_after_one_decision() {
     assert!(!decision.intents.is_empty(), "the job should grow into the spare room");
     s.metrics.observe_decision(&decision, &snap, Duration::from_micros(400));
     s.metrics.set_target_utilization(core.config().target_utilization);
+    s.metrics.set_sample_stale_after(Duration::from_secs(60));
     s.metrics.record_actuation::<()>(&Ok(()));
     s.metrics.record_actuation::<()>(&Err(MasterError::BadResponse { message: "html".into() }));
     s.metrics.set_sample_age("nginx", "latency", Duration::from_secs(3));
@@ -192,4 +193,7 @@ async fn metrics_carry_every_named_metric_after_one_decision() {
     has(format!("{}_total{{job=\"ml/a\"}} 2", metrics::FORCED_PREEMPTIONS_TOTAL.trim_end_matches("_total")));
     has(format!("{}{{service=\"web/nginx\"}} 0.25", metrics::SERVICE_SLO_P99_SECONDS));
     has(format!("{}{{service=\"web/nginx\"}} 120.5", metrics::SERVICE_LOAD));
+    has(format!("{}{{job=\"a\"}} 6", metrics::JOB_MAX_WORKERS));
+    has(format!("{}{{service=\"nginx\"}} 2.0", metrics::SERVICE_TRAINING_CPU_CORES));
+    has(format!("{} 60.0", metrics::SAMPLE_STALE_AFTER_SECONDS));
 }

@@ -7,8 +7,10 @@
 //! - [`Sampler::readings`] is what is known at a time: per service its fresh load samples and
 //!   its p99 if fresh. A source whose newest sample is older than `stale_after` yields nothing
 //!   (no load trend, latency unknown: the core grows no training on the service's nodes).
-//! - Each round exports `colocate_sample_age_seconds`, counts each stale source once in
-//!   `colocate_samples_stale_total` and sets `colocate_service_load` / `..._latency_p99_seconds`.
+//! - Each round exports `colocate_sample_age_seconds` (for a source with no sample yet, the time
+//!   since the first round), counts each stale source once in `colocate_samples_stale_total`
+//!   and sets `colocate_service_load` / `..._latency_p99_seconds`; `stale_after` is exported as
+//!   `colocate_sample_stale_after_seconds` for the stale alert.
 //!
 //! How numbers are read: [`promql`] (instant queries; several series are summed for a load and
 //! the worst is taken for a latency) and [`exposition`] with [`rate`] (scrapes: counters become
@@ -130,6 +132,7 @@ impl Sampler {
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()
             .map_err(|e| SamplerError::Http(error_chain(&e)))?;
+        metrics.set_sample_stale_after(stale_after);
         for s in &services {
             for (signal, present) in [(Signal::Load, s.load.is_some()), (Signal::Latency, s.latency.is_some())] {
                 if present {

@@ -49,6 +49,9 @@ struct State {
     failing: Option<(&'static str, u64)>,
     /// Whether the source was stale when last published (logged on change).
     stale: bool,
+    /// When the first round was published: a source that has yielded no sample yet is as old
+    /// as that, so one that never works turns stale like one that stopped working.
+    sampling_since: Option<Duration>,
 }
 
 impl Source {
@@ -142,14 +145,18 @@ impl Source {
         self.state().history.latest_fresh(now, stale_after)
     }
 
-    /// Exports the newest sample's age and counts the source stale if it is (once per round);
-    /// logs when it turns stale or fresh again.
+    /// Exports the newest sample's age (with no sample yet, the time since the first round) and
+    /// counts the source stale if it is (once per round); logs when it turns stale or fresh
+    /// again.
     pub fn publish_age(&self, now: Duration, stale_after: Duration, metrics: &Metrics) {
         let mut state = self.state();
-        let Some(newest) = state.history.newest() else { return };
-        let age = now.saturating_sub(newest.at);
+        let since = *state.sampling_since.get_or_insert(now);
+        let age = match state.history.newest() {
+            Some(newest) => now.saturating_sub(newest.at),
+            None => now.saturating_sub(since),
+        };
         metrics.set_sample_age(&self.service, self.signal.label(), age);
-        let stale = state.history.is_stale(now, stale_after);
+        let stale = age > stale_after;
         if stale {
             metrics.record_stale_sample(&self.service, self.signal.label());
         }
@@ -237,5 +244,26 @@ mod tests {
         }
         assert_eq!(count(&metrics, "colocate_samples_stale_total", "load"), 2.0);
         assert_eq!(count(&metrics, "colocate_sample_age_seconds", "load"), 12.0);
+    }
+
+    #[test]
+    fn a_source_that_never_yields_a_sample_ages_from_the_first_round_and_turns_stale() {
+        let metrics = Metrics::new();
+        let src = scrape_source(Signal::Latency, "p99_seconds");
+        let stale_after = Duration::from_secs(10);
+        for now in [100, 105, 110] {
+            src.record(Err(SampleError::Unreachable("connection refused".into())), KEEP, &metrics);
+            src.publish_age(Duration::from_secs(now), stale_after, &metrics);
+        }
+        assert_eq!(count(&metrics, "colocate_sample_age_seconds", "latency"), 10.0, "aged since the first round");
+        assert_eq!(count(&metrics, "colocate_samples_stale_total", "latency"), 0.0, "10 s old is not stale yet");
+        src.publish_age(Duration::from_secs(111), stale_after, &metrics);
+        assert_eq!(count(&metrics, "colocate_sample_age_seconds", "latency"), 11.0);
+        assert_eq!(count(&metrics, "colocate_samples_stale_total", "latency"), 1.0);
+        // The first sample makes it fresh; its age is the sample's own from then on.
+        src.record(page(112, "p99_seconds 0.2\n"), KEEP, &metrics);
+        src.publish_age(Duration::from_secs(113), stale_after, &metrics);
+        assert_eq!(count(&metrics, "colocate_sample_age_seconds", "latency"), 1.0);
+        assert_eq!(count(&metrics, "colocate_samples_stale_total", "latency"), 1.0);
     }
 }

@@ -12,7 +12,7 @@ mod tests;
 
 pub use names::*;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -58,6 +58,9 @@ pub struct Metrics {
     service_p99: Family<Labels<1>, FloatGauge>,
     service_slo: Family<Labels<1>, FloatGauge>,
     sample_errors: Family<Labels<2>, Counter>,
+    service_training_cpu: Family<Labels<1>, FloatGauge>,
+    job_max: Family<Labels<1>, Gauge>,
+    sample_stale_after: FloatGauge,
     /// Label values set by the last decision, so series of nodes and jobs that are gone are
     /// removed rather than frozen at their last value.
     seen: Mutex<Seen>,
@@ -67,6 +70,11 @@ pub struct Metrics {
 struct Seen {
     nodes: BTreeSet<String>,
     jobs: BTreeSet<String>,
+    services: BTreeSet<String>,
+    /// Target and reason of each job's intent in the last decision: an intent is repeated
+    /// decision after decision until the master reports the new target (for ever in a dry run
+    /// or while the master is down), and is counted once.
+    intents: BTreeMap<String, (u32, Reason)>,
 }
 
 /// (label value, unit label value, amount) per resource of `r`.
@@ -124,6 +132,9 @@ impl Metrics {
             service_p99: Family::default(),
             service_slo: Family::default(),
             sample_errors: Family::default(),
+            service_training_cpu: Family::default(),
+            job_max: Family::default(),
+            sample_stale_after: FloatGauge::default(),
             seen: Mutex::new(Seen::default()),
         };
         // Series alerts rely on exist at 0 before anything happens.
@@ -194,7 +205,14 @@ impl Metrics {
             None,
             self.job_target.clone(),
         );
-        add(r, INTENTS_TOTAL, "Scale intents decided, by reason", None, self.intents.clone());
+        add(
+            r,
+            INTENTS_TOTAL,
+            "Scale intents decided, by reason; an intent repeated by later decisions (same job, target and \
+             reason) counts once",
+            None,
+            self.intents.clone(),
+        );
         add(
             r,
             ACTUATIONS_TOTAL,
@@ -282,6 +300,22 @@ impl Metrics {
             None,
             self.sample_errors.clone(),
         );
+        add(
+            r,
+            SERVICE_TRAINING_CPU_CORES,
+            "CPU requested by training workers (bound, not terminating) on the nodes that host the service's \
+             bound replicas, as of the last decision",
+            Some("cores"),
+            self.service_training_cpu.clone(),
+        );
+        add(r, JOB_MAX_WORKERS, "Ceiling of an elastic job: it is never grown above this", None, self.job_max.clone());
+        add(
+            r,
+            SAMPLE_STALE_AFTER_SECONDS,
+            "Age past which a load or latency sample is stale and not used (run.sample_stale_after)",
+            Some("seconds"),
+            self.sample_stale_after.clone(),
+        );
         self
     }
 
@@ -293,15 +327,21 @@ impl Metrics {
     }
 
     /// Records one decision made on `snap` in `took`: residual capacity per node and cluster,
-    /// CPU allocation by class, per-job workers and targets, intents by reason, and the
-    /// decision duration. Nodes and jobs no longer in the snapshot lose their series.
+    /// CPU allocation by class, training CPU on each service's nodes, per-job workers, targets
+    /// and bounds, new intents by reason, and the decision duration. Nodes, services and jobs no
+    /// longer in the snapshot lose their series.
     pub fn observe_decision(&self, decision: &Decision, snap: &Snapshot, took: Duration) {
         self.decision_duration.observe(took.as_secs_f64());
-        for intent in &decision.intents {
-            self.intents.get_or_create(&[("reason", intent.reason.as_str().to_string())]).inc();
-        }
-
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+
+        let intents: BTreeMap<String, (u32, Reason)> =
+            decision.intents.iter().map(|i| (i.job.clone(), (i.target, i.reason))).collect();
+        for (job, (target, reason)) in &intents {
+            if seen.intents.get(job) != Some(&(*target, *reason)) {
+                self.intents.get_or_create(&[("reason", reason.as_str().to_string())]).inc();
+            }
+        }
+        seen.intents = intents;
 
         let nodes: BTreeSet<String> = decision.nodes.iter().map(|n| n.node.clone()).collect();
         for gone in seen.nodes.difference(&nodes) {
@@ -340,11 +380,22 @@ impl Metrics {
             self.cpu_ratio.get_or_create(&label).set(ratio);
         }
 
+        let training_cpu = training_cpu_by_service(snap);
+        let services: BTreeSet<String> = training_cpu.keys().cloned().collect();
+        for gone in seen.services.difference(&services) {
+            self.service_training_cpu.remove(&[("service", gone.clone())]);
+        }
+        for (service, milli) in training_cpu {
+            self.service_training_cpu.get_or_create(&[("service", service)]).set(milli as f64 / 1000.0);
+        }
+        seen.services = services;
+
         let jobs: BTreeSet<String> = snap.jobs.iter().map(|j| j.name.clone()).collect();
         for gone in seen.jobs.difference(&jobs) {
             self.job_workers.remove(&[("job", gone.clone())]);
             self.job_target.remove(&[("job", gone.clone())]);
             self.job_min.remove(&[("job", gone.clone())]);
+            self.job_max.remove(&[("job", gone.clone())]);
         }
         for job in &snap.jobs {
             let running = snap
@@ -358,6 +409,7 @@ impl Metrics {
             self.job_workers.get_or_create(&label).set(running as i64);
             self.job_target.get_or_create(&label).set(i64::from(target));
             self.job_min.get_or_create(&label).set(i64::from(job.min_workers));
+            self.job_max.get_or_create(&label).set(i64::from(job.max_workers));
         }
         seen.jobs = jobs;
     }
@@ -380,6 +432,11 @@ impl Metrics {
         self.sample_age
             .get_or_create(&[("service", service.to_string()), ("source", source.to_string())])
             .set(age.as_secs_f64());
+    }
+
+    /// The age past which a sample is stale (`run.sample_stale_after`), for the stale alert.
+    pub fn set_sample_stale_after(&self, stale_after: Duration) {
+        self.sample_stale_after.set(stale_after.as_secs_f64());
     }
 
     /// Counts a sample of `service` from `source` found too old to use.
@@ -502,4 +559,29 @@ fn cpu_allocation(snap: &Snapshot) -> [i64; 4] {
     }
     let allocatable: i64 = snap.nodes.iter().map(|n| n.allocatable.cpu_milli).sum();
     [system, online, training, (allocatable - system - online - training).max(0)]
+}
+
+/// Per service (every service of the snapshot, and any a bound online pod belongs to): CPU
+/// millicores requested by bound, non-terminating workers on the nodes that host the service's
+/// bound pods, each node counted once. Masters are left out: the latency guard shrinks workers.
+fn training_cpu_by_service(snap: &Snapshot) -> BTreeMap<String, i64> {
+    let mut nodes_of: BTreeMap<String, BTreeSet<&str>> =
+        snap.services.iter().map(|s| (s.name.clone(), BTreeSet::new())).collect();
+    let mut workers_on: BTreeMap<&str, i64> = BTreeMap::new();
+    for pod in &snap.pods {
+        let Some(node) = pod.node.as_deref() else { continue };
+        match &pod.class {
+            PodClass::Online { service } => {
+                nodes_of.entry(service.clone()).or_default().insert(node);
+            }
+            PodClass::Worker { .. } if !pod.terminating => {
+                *workers_on.entry(node).or_default() += pod.requests.cpu_milli
+            }
+            _ => {}
+        }
+    }
+    nodes_of
+        .into_iter()
+        .map(|(service, nodes)| (service, nodes.iter().filter_map(|n| workers_on.get(n)).sum()))
+        .collect()
 }

@@ -92,12 +92,17 @@ fn decision_sets_capacity_allocation_jobs_and_intents() {
     assert_sample(&text, &format!("{JOB_WORKERS}{{job=\"a\"}} 2"));
     assert_sample(&text, &format!("{JOB_TARGET_WORKERS}{{job=\"a\"}} {}", grow.target));
     assert!(grow.target > 2);
+    assert_sample(&text, &format!("{JOB_MIN_WORKERS}{{job=\"a\"}} 1"));
+    assert_sample(&text, &format!("{JOB_MAX_WORKERS}{{job=\"a\"}} 6"));
+    // nginx-0 shares n1 with the two 1-core workers; the master is not a worker.
+    assert_sample(&text, &format!("{SERVICE_TRAINING_CPU_CORES}{{service=\"nginx\"}} 2.0"));
 
     assert_sample(&text, &format!("{INTENTS_TOTAL}{{reason=\"grow\"}} 1"));
     assert_sample(&text, &format!("{INTENTS_TOTAL}{{reason=\"online-headroom\"}} 0"));
     assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_count 1"));
     assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_bucket{{le=\"0.00025\"}} 0"));
     assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_bucket{{le=\"0.0005\"}} 1"));
+    assert_sample(&text, &format!("{DECISION_DURATION_SECONDS}_bucket{{le=\"5.0\"}} 1"));
     assert!(text.contains(&format!("# UNIT {DECISION_DURATION_SECONDS} seconds")), "{text}");
     assert!(text.ends_with("# EOF\n"));
 }
@@ -160,6 +165,7 @@ fn gauges_counters_and_watch_stats() {
     m.set_leader(true);
     m.set_reflectors_ready(true);
     m.set_target_utilization(0.9);
+    m.set_sample_stale_after(Duration::from_secs(60));
     m.set_sample_age("nginx", "latency", Duration::from_millis(1500));
     m.record_stale_sample("nginx", "load");
     m.record_watch_restart("pods");
@@ -172,6 +178,7 @@ fn gauges_counters_and_watch_stats() {
     assert_sample(&text, &format!("{LEADER} 1"));
     assert_sample(&text, &format!("{REFLECTORS_READY} 1"));
     assert_sample(&text, &format!("{TARGET_UTILIZATION_RATIO} 0.9"));
+    assert_sample(&text, &format!("{SAMPLE_STALE_AFTER_SECONDS} 60.0"));
     assert_sample(&text, &format!("{SAMPLE_AGE_SECONDS}{{service=\"nginx\",source=\"latency\"}} 1.5"));
     assert_sample(&text, &format!("{SAMPLES_STALE_TOTAL}{{service=\"nginx\",source=\"load\"}} 1"));
     assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"pods\"}} 3"));
@@ -202,4 +209,77 @@ fn every_name_is_a_family_with_help_once_recorded() {
         let help = text.lines().find(|l| l.starts_with(&format!("# HELP {family} "))).expect("HELP line");
         assert!(help.len() > format!("# HELP {family} ").len() + 20, "short help: {help}");
     }
+}
+
+fn intents_counted(m: &Metrics, reason: &str) -> String {
+    let prefix = format!("{INTENTS_TOTAL}{{reason=\"{reason}\"}} ");
+    m.encode().lines().find_map(|l| l.strip_prefix(&prefix).map(String::from)).expect("the reason's series")
+}
+
+#[test]
+fn an_intent_repeated_by_later_decisions_is_counted_once() {
+    let m = Metrics::new();
+    let snap = snapshot("n1");
+    let decision = eager().decide(&snap);
+    let grow = decision.intents.iter().find(|i| i.job == "a").expect("job a grows").clone();
+    // The master has not applied the intent yet: every decision repeats it.
+    for _ in 0..5 {
+        m.observe_decision(&decision, &snap, Duration::from_millis(1));
+    }
+    assert_eq!(intents_counted(&m, "grow"), "1", "one intent repeated five times");
+
+    // A new target for the same job is a new intent.
+    let mut bigger = decision.clone();
+    bigger.intents[0].target = grow.target + 1;
+    m.observe_decision(&bigger, &snap, Duration::from_millis(1));
+    assert_eq!(intents_counted(&m, "grow"), "2");
+    // So is the same target for another reason.
+    let mut other_reason = bigger.clone();
+    other_reason.intents[0].reason = Reason::OnlineHeadroom;
+    m.observe_decision(&other_reason, &snap, Duration::from_millis(1));
+    assert_eq!(intents_counted(&m, "online-headroom"), "1");
+
+    // Once a decision has no intent for the job (the master applied it), the same intent
+    // decided again later is new.
+    let mut applied = decision.clone();
+    applied.intents.clear();
+    m.observe_decision(&applied, &snap, Duration::from_millis(1));
+    m.observe_decision(&decision, &snap, Duration::from_millis(1));
+    assert_eq!(intents_counted(&m, "grow"), "3");
+}
+
+#[test]
+fn training_cpu_per_service_counts_workers_on_the_services_nodes_only() {
+    let mut snap = snapshot("n1");
+    snap.nodes.push(Node { name: "n2".into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true });
+    snap.nodes.push(Node { name: "n3".into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true });
+    let worker = |name: &str, node: &str, cpu: i64| pod(name, PodClass::Worker { job: "a".into() }, Some(node), cpu);
+    snap.pods.extend([
+        // A second nginx replica on n1 does not count n1's workers twice.
+        pod("nginx-2", PodClass::Online { service: "nginx".into() }, Some("n1"), 2000),
+        pod("api-0", PodClass::Online { service: "api".into() }, Some("n2"), 1000),
+        worker("a-2", "n2", 1500),
+        Pod { terminating: true, ..worker("a-3", "n2", 1000) },
+        // n3 hosts no service: its workers count for none.
+        worker("a-4", "n3", 4000),
+    ]);
+    // A configured service with no replica bound anywhere.
+    snap.services.push(crate::core::Service {
+        name: "batch".into(),
+        replica: Resources::new(1000, GI, 0),
+        hpa: None,
+        load: vec![],
+        latency: None,
+    });
+    let m = Metrics::new();
+    m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
+    let text = m.encode();
+    assert_sample(&text, &format!("{SERVICE_TRAINING_CPU_CORES}{{service=\"nginx\"}} 2.0"));
+    assert_sample(&text, &format!("{SERVICE_TRAINING_CPU_CORES}{{service=\"api\"}} 1.5"));
+    assert_sample(&text, &format!("{SERVICE_TRAINING_CPU_CORES}{{service=\"batch\"}} 0.0"));
+
+    // A service that is gone loses its series.
+    snap.pods.retain(|p| p.name != "api-0");
+    m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
+    assert!(!m.encode().contains("service=\"api\""), "{}", m.encode());
 }
