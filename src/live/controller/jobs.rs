@@ -56,15 +56,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::live::controller::masters::ClientFactory;
-    use crate::live::master::MasterClient;
-
-    struct Plain;
-    impl ClientFactory for Plain {
-        fn client(&self, base_url: &str) -> Result<MasterClient, String> {
-            MasterClient::new(base_url).map_err(|e| e.to_string())
-        }
-    }
+    use crate::live::controller::masters::PlainClients;
 
     fn master_service(namespace: &str, job: &str) -> Service {
         serde_json::from_value(json!({
@@ -83,7 +75,7 @@ mod tests {
         }
         let (pods, _pod_writer) = store::<Pod>();
         let directory = |namespaces: &[&str]| JobDirectory {
-            masters: MasterDiscovery::new(Box::new(Plain)),
+            masters: MasterDiscovery::new(Box::new(PlainClients)),
             master_services: services.clone(),
             pods: pods.clone(),
             adapters: None,

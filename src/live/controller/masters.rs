@@ -43,6 +43,17 @@ impl ClientFactory for MasterClients {
     }
 }
 
+/// Clients with the defaults, for tests that discover masters without talking to them.
+#[cfg(test)]
+pub(crate) struct PlainClients;
+
+#[cfg(test)]
+impl ClientFactory for PlainClients {
+    fn client(&self, base_url: &str) -> Result<MasterClient, String> {
+        MasterClient::new(base_url).map_err(|e| e.to_string())
+    }
+}
+
 /// The master objects found so far, by uid and URL.
 pub struct MasterDiscovery {
     factory: Box<dyn ClientFactory>,
@@ -174,16 +185,9 @@ mod tests {
         Arc::new(serde_json::from_value(v).expect("a Service"))
     }
 
-    struct Plain;
-    impl ClientFactory for Plain {
-        fn client(&self, base_url: &str) -> Result<MasterClient, String> {
-            MasterClient::new(base_url).map_err(|e| e.to_string())
-        }
-    }
-
     #[test]
     fn finds_url_job_and_overrides_and_names_what_is_wrong() {
-        let d = MasterDiscovery::new(Box::new(Plain));
+        let d = MasterDiscovery::new(Box::new(PlainClients));
         let services = [
             service(json!({
                 "metadata": {"namespace": "ml", "name": "wd-master", "uid": "u1",
@@ -223,7 +227,7 @@ mod tests {
 
     #[test]
     fn master_pods_are_found_by_ip_and_container_port_once_running() {
-        let d = MasterDiscovery::new(Box::new(Plain));
+        let d = MasterDiscovery::new(Box::new(PlainClients));
         let pod = |name: &str, ip: Option<&str>, port_name: &str| -> Arc<Pod> {
             let mut v = json!({
                 "metadata": {"namespace": "ml", "name": name, "uid": name,
@@ -256,7 +260,7 @@ mod tests {
 
     #[test]
     fn keeps_a_client_while_the_address_is_unchanged() {
-        let d = MasterDiscovery::new(Box::new(Plain));
+        let d = MasterDiscovery::new(Box::new(PlainClients));
         let s = service(json!({
             "metadata": {"namespace": "ml", "name": "m", "uid": "u1", "annotations": {"colocate.dev/master-url": "http://a:1"}},
         }));
