@@ -93,12 +93,18 @@ pub fn require(tool: &str, package: &str) -> PathBuf {
     })
 }
 
+/// The executable `tool` on PATH, or in /usr/sbin or /sbin.
 pub fn find_in_path(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
         .map(|dir| dir.join(tool))
-        .find(|p| p.is_file())
+        .find(|p| is_executable(p))
+}
+
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 pub fn free_port() -> u16 {

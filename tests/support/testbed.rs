@@ -64,7 +64,6 @@
 //! happens under a test timeout.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -73,6 +72,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tempfile::TempDir;
+
+use super::process::{find_in_path, is_executable};
 
 /// Points at the kubeconfig of an existing cluster to use instead of starting one.
 pub const KUBECONFIG_ENV: &str = "COLOCATE_TEST_KUBECONFIG";
@@ -486,15 +487,6 @@ fn require_tool(name: &str, why: &str) {
         "`{name}` not found in PATH, needed for the testbed: {why}.{install} (Or set {KUBECONFIG_ENV} to the \
          kubeconfig of an existing cluster.)"
     );
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| is_executable(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Starts the watchdog that runs `down.sh <dir>` once this process closes its stdin, which the
