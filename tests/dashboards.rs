@@ -5,9 +5,11 @@
 //! their unit tests; the dashboards follow the conventions a shared Grafana needs.
 
 mod chart_support;
+#[allow(dead_code)] // the live test uses the rest
+#[path = "support/grafana.rs"]
+mod grafana;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -30,29 +32,16 @@ const CLOSED_LABELS: [&str; 7] = ["class", "resource", "unit", "outcome", "error
 const GRAFANA_VARIABLES: [(&str, &str); 5] =
     [("$__rate_interval", "1m"), ("$__interval", "1m"), ("$__range", "1h"), ("$job", ".*"), ("$service", ".*")];
 
-fn files_dir() -> PathBuf {
-    chart_support::chart_dir().join("files")
-}
-
+/// The dashboards as (file name, JSON); read by the loader the live test uses.
 fn dashboards() -> Vec<(String, Value)> {
-    let dir = files_dir().join("dashboards");
-    let mut out: Vec<(String, Value)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
-            let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            (p.file_name().unwrap().to_string_lossy().into_owned(), v)
-        })
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    let out: Vec<(String, Value)> = grafana::dashboards().into_iter().map(|d| (d.file, d.json)).collect();
+    let dir = grafana::files_dir().join("dashboards");
     assert_eq!(out.len(), 2, "expected the cluster and controller dashboards in {}", dir.display());
     out
 }
 
 fn rules() -> Value {
-    let text = std::fs::read_to_string(files_dir().join("rules/colocate.rules.yml")).unwrap();
+    let text = std::fs::read_to_string(grafana::files_dir().join("rules/colocate.rules.yml")).unwrap();
     documents(&text).remove(0)
 }
 
@@ -64,21 +53,19 @@ fn rule_list(rules: &Value) -> Vec<&Value> {
 /// selectors of variable queries) and the rules.
 fn expressions() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for (file, d) in dashboards() {
-        for p in d["panels"].as_array().unwrap() {
-            for t in p["targets"].as_array().into_iter().flatten() {
-                out.push((format!("{file}: panel {:?}", p["title"]), t["expr"].as_str().unwrap().to_string()));
+    for d in grafana::dashboards() {
+        let file = &d.file;
+        for p in d.panels() {
+            for t in p.targets {
+                out.push((format!("{file}: panel {:?}", p.title), t.expr));
             }
         }
-        for a in d["annotations"]["list"].as_array().unwrap() {
-            out.push((format!("{file}: annotation {:?}", a["name"]), a["expr"].as_str().unwrap().to_string()));
+        for a in d.annotations() {
+            out.push((format!("{file}: annotation {:?}", a.name), a.expr));
         }
-        for v in d["templating"]["list"].as_array().unwrap().iter().filter(|v| v["type"] == "query") {
-            // label_values(SELECTOR, LABEL): the selector is PromQL.
-            let q = v["query"]["query"].as_str().unwrap();
-            let inner = q.strip_prefix("label_values(").and_then(|r| r.strip_suffix(')')).expect("label_values query");
-            let (selector, _) = inner.rsplit_once(',').unwrap();
-            out.push((format!("{file}: variable {:?}", v["name"]), selector.trim().to_string()));
+        // label_values(SELECTOR, LABEL): the selector is PromQL.
+        for v in d.variables() {
+            out.push((format!("{file}: variable {:?}", v.name), v.selector));
         }
     }
     for r in rule_list(&rules()) {
