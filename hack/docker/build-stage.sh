@@ -15,6 +15,13 @@
 #
 #   hack/docker/build-stage.sh          root: ${COLOCATE_TOOLS_CACHE:-~/.cache/colocate-tools}/docker-build-stage
 set -euo pipefail
+# A Docker build starts from the image's environment, not the caller's: settings that move
+# cargo's output or change how it compiles (CARGO_TARGET_DIR would put the binary where the
+# Dockerfile's strip and COPY do not look) are dropped. CARGO_HOME stays: it stands for the
+# registry cache mount, and the toolchain comes from PATH.
+unset CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR CARGO_BUILD_TARGET CARGO_BUILD_RUSTFLAGS RUSTFLAGS \
+  CARGO_ENCODED_RUSTFLAGS RUSTC_WRAPPER CARGO_BUILD_RUSTC_WRAPPER CARGO_PROFILE_RELEASE_DEBUG \
+  CARGO_PROFILE_RELEASE_STRIP CARGO_INCREMENTAL
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dockerfile=$repo/Dockerfile
 cache=${COLOCATE_TOOLS_CACHE:-$HOME/.cache/colocate-tools}/docker-build-stage

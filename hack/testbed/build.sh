@@ -21,9 +21,9 @@
 # Environment:
 #   COLOCATE_TESTBED_CACHE  cache root (default $HOME/.cache/colocate-testbed)
 #   TESTBED_NICE            nice level for go builds (default 19)
-#   TESTBED_COMPONENTS      what to build (default "etcd kube-apiserver kube-scheduler kwok");
-#                           "kube-controller-manager" is also known (opt-in, for
-#                           TESTBED_WITH_KCM=1 in up.sh)
+#   TESTBED_COMPONENTS      what to build (default: all five, "etcd kube-apiserver
+#                           kube-scheduler kwok kube-controller-manager"; the tests that
+#                           need Deployments to get pods start kube-controller-manager)
 set -euo pipefail
 
 # ---- pinned versions -------------------------------------------------------
@@ -34,7 +34,7 @@ KWOK_VERSION=v0.8.0     # sigs.k8s.io/kwok
 
 CACHE=${COLOCATE_TESTBED_CACHE:-$HOME/.cache/colocate-testbed}
 NICE=${TESTBED_NICE:-19}
-COMPONENTS=${TESTBED_COMPONENTS:-"etcd kube-apiserver kube-scheduler kwok"}
+COMPONENTS=${TESTBED_COMPONENTS:-"etcd kube-apiserver kube-scheduler kwok kube-controller-manager"}
 STAGING_VERSION="v0.${KUBE_VERSION#v1.}"
 
 export CGO_ENABLED=0          # upstream builds these server binaries statically too
@@ -62,9 +62,20 @@ want() { [[ " $COMPONENTS " == *" $1 "* ]]; }
 go_build() {
   local dir=$1 out=$2 pkg=$3 ldflags=${4:-}
   local start=$SECONDS
-  log "building $pkg -> $out"
+  local name total blog
+  name=$(basename "$out")
+  total=$(cd "$dir" && go list -deps "$pkg" 2>/dev/null | wc -l)
+  log "building $pkg -> $out ($total packages to compile; progress every 250)"
   mkdir -p "$(dirname "$out")"
-  (cd "$dir" && nice -n "$NICE" go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+  # -v names each package as it is compiled: a progress line every 250, the whole log on failure.
+  blog="$WORK/$name.build.log"
+  if ! (cd "$dir" && nice -n "$NICE" go build -v -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg" 2>&1) |
+    tee "$blog" |
+    awk -v name="$name" -v total="$total" 'NR % 250 == 0 { printf "[testbed-build] %s: %d of %d packages\n", name, NR, total > "/dev/stderr"; fflush("/dev/stderr") }'; then
+    log "go build of $pkg failed; its output:"
+    tail -n 60 "$blog" >&2
+    exit 1
+  fi
   mv -f "$out.tmp" "$out"
   log "built $(basename "$out") in $((SECONDS - start))s"
 }
