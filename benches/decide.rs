@@ -89,6 +89,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             target_workers: workers_per_job[j],
             rescaling: false,
             rescale_cost: Duration::from_secs(10),
+            release_latency: Duration::from_secs(30),
         })
         .collect();
     Snapshot { now: Duration::from_secs(1_000), nodes: node_list, pods, services, jobs }

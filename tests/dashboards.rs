@@ -105,6 +105,7 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
             target_workers: 1,
             rescaling: false,
             rescale_cost: Duration::ZERO,
+            release_latency: Duration::from_secs(2),
         }],
     };
     let m = Metrics::new();

@@ -74,6 +74,7 @@ fn snapshot() -> Snapshot {
             target_workers: 2,
             rescaling: false,
             rescale_cost: Duration::ZERO,
+            release_latency: Duration::from_secs(2),
         }],
     }
 }

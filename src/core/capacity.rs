@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use super::config::Config;
+use super::forecast::{hpa_growth, release_lead, Calibration};
 use super::intent::Reason;
 use super::resources::Resources;
 use super::snapshot::{PodClass, Sample, Service, Snapshot};
@@ -56,13 +57,12 @@ struct ReplicaCounts {
     pending: u32,
 }
 
-/// Replicas each service will need at the next HPA sync.
+/// Replicas each service will need before released workers could be gone.
 ///
-/// The HPA already decided on `desired - current` pods; beyond that, when the metric (pushed
-/// forward by the load trend) is above target, the next sync adds `ceil(ready * ratio)`
-/// replicas, at most the default scale-up policy's step (max(+100%, +4)). Reserving for that
-/// step now is what lets training leave before the new pods exist.
-pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
+/// The HPA already decided on `desired - current` pods; beyond that, the growth its metric or
+/// the load implies within the release lead (`forecast::hpa_growth`). Reserving for it now is
+/// what lets training leave before the new pods exist.
+pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration) -> Vec<OnlineNeed> {
     let mut counts: HashMap<&str, ReplicaCounts> = HashMap::new();
     let mut unknown_pending: HashMap<&str, (Resources, u32)> = HashMap::new();
     let known: HashMap<&str, &Service> = snap.services.iter().map(|s| (s.name.as_str(), s)).collect();
@@ -88,6 +88,7 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
         }
     }
 
+    let lead = release_lead(snap, config);
     let mut needs = Vec::new();
     for svc in &snap.services {
         let c = counts.remove(svc.name.as_str()).unwrap_or_default();
@@ -96,34 +97,17 @@ pub fn online_needs(snap: &Snapshot, config: &Config) -> Vec<OnlineNeed> {
         let mut because = if c.pending > 0 { format!("{} pending pods", c.pending) } else { String::new() };
         if let Some(h) = &svc.hpa {
             let desired = h.desired_replicas.clamp(h.min_replicas, h.max_replicas.max(h.min_replicas));
-            let current = h.current_replicas.max(c.bound + c.pending);
             if desired > expected {
+                because =
+                    format!("HPA desired {desired} > {} replicas (status current {})", expected, h.current_replicas);
                 expected = desired;
-                because = format!("HPA desired {desired} > current {}", h.current_replicas);
             }
-            expected = expected.max(current);
-            if let Some(m) = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite()) {
-                let trend = load_trend_factor(&svc.load, snap.now, config.trend_window, config.forecast_horizon);
-                rising = trend > 1.0;
-                let ratio = m.current / m.target * trend;
-                if ratio > 1.0 + config.reserve_tolerance && c.ready > 0 {
-                    let want = (ratio * c.ready as f64 - 1e-9).ceil() as u32;
-                    let base = current.max(1);
-                    let step_limit = (base * 2).max(base + 4);
-                    let forecast = want.min(step_limit).min(h.max_replicas);
-                    if forecast > expected {
-                        expected = forecast;
-                        because = format!(
-                            "metric {:.2} vs target {:.2}{} implies {forecast} replicas at the next HPA sync",
-                            m.current,
-                            m.target,
-                            if trend > 1.0 {
-                                format!(" (load rising x{trend:.2} over {:?})", config.forecast_horizon)
-                            } else {
-                                String::new()
-                            },
-                        );
-                    }
+            expected = expected.max(h.current_replicas);
+            if let Some(g) = hpa_growth(svc, h, c.ready, snap.now, calibration.per_replica(&svc.name), lead, config) {
+                rising = g.rising;
+                if let Some(r) = g.replicas.filter(|r| *r > expected) {
+                    expected = r;
+                    because = g.because;
                 }
             }
         }

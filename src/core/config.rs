@@ -12,9 +12,15 @@ pub struct Config {
     pub target_utilization: f64,
     /// Fraction of every node's allocatable kept free of training, on top of all reservations.
     pub safety_margin: f64,
-    /// How far ahead the load trend is extrapolated when reserving for the next HPA step.
+    /// How far ahead online growth is reserved for, at least: the load trend is extrapolated
+    /// this far (or over the longest release latency of the jobs, when that is longer), and the
+    /// HPA may take a scale-up step at each of its syncs in that time.
     #[serde(deserialize_with = "duration")]
     pub forecast_horizon: Duration,
+    /// The HPA controller's sync period (`--horizontal-pod-autoscaler-sync-period`): how often
+    /// it can take a scale-up step.
+    #[serde(deserialize_with = "duration")]
+    pub hpa_sync_period: Duration,
     /// Window of load samples used for the trend.
     #[serde(deserialize_with = "duration")]
     pub trend_window: Duration,
@@ -58,6 +64,7 @@ impl Default for Config {
             target_utilization: 0.9,
             safety_margin: 0.0,
             forecast_horizon: Duration::from_secs(15),
+            hpa_sync_period: Duration::from_secs(15),
             trend_window: Duration::from_secs(30),
             reserve_tolerance: 0.0,
             grow_stabilization: Duration::from_secs(60),
@@ -112,6 +119,9 @@ impl Config {
         }
         if self.grow_max_step == 0 {
             return Err(ConfigError { key: "grow_max_step", problem: "must be at least 1".into() });
+        }
+        if self.hpa_sync_period.is_zero() {
+            return Err(ConfigError { key: "hpa_sync_period", problem: "must be longer than 0s".into() });
         }
         if self.trend_window.is_zero() {
             return Err(ConfigError { key: "trend_window", problem: "must be longer than 0s".into() });

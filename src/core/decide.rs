@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use super::capacity::{node_rooms, online_needs, OnlineNeed};
 use super::config::Config;
 use super::damping::Memory;
+use super::forecast::Calibration;
 use super::guard::apply_latency_guard;
 use super::intent::{NodeCapacity, Reason, ScaleIntent};
 use super::plan::{plan_jobs, JobPlan};
@@ -34,11 +35,12 @@ impl Decision {
 pub struct Core {
     config: Config,
     memory: Memory,
+    calibration: Calibration,
 }
 
 impl Core {
     pub fn new(config: Config) -> Self {
-        Core { config, memory: Memory::default() }
+        Core { config, memory: Memory::default(), calibration: Calibration::default() }
     }
 
     pub fn config(&self) -> &Config {
@@ -46,7 +48,8 @@ impl Core {
     }
 
     pub fn decide(&mut self, snap: &Snapshot) -> Decision {
-        let needs = online_needs(snap, &self.config);
+        self.calibration.observe(snap, &self.config);
+        let needs = online_needs(snap, &self.config, &self.calibration);
         let (mut rooms, notes) = node_rooms(snap, &needs, &self.config);
         apply_latency_guard(snap, &needs, &mut rooms, &mut self.memory, &self.config);
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
@@ -55,6 +58,7 @@ impl Core {
         let jobs: Vec<&str> = snap.jobs.iter().map(|j| j.name.as_str()).collect();
         let services: Vec<&str> = snap.services.iter().map(|s| s.name.as_str()).collect();
         self.memory.retain(&jobs, &services);
+        self.calibration.retain(&services);
 
         let intents = snap
             .jobs

@@ -5,6 +5,7 @@ pub mod capacity;
 pub mod config;
 pub mod damping;
 pub mod decide;
+pub mod forecast;
 pub mod guard;
 pub mod intent;
 pub mod placer;
@@ -22,5 +23,7 @@ pub use snapshot::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Se
 mod test_support;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_forecast;
 #[cfg(test)]
 mod tests_rules;

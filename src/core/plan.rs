@@ -24,6 +24,9 @@ pub struct JobPlan {
     pub released: Vec<(String, Option<usize>)>,
     /// Workers to drop that have no pod yet.
     pub released_unnamed: u32,
+    /// Of `kept_starting`, pending pods that fit nowhere but keep their place while online pods
+    /// wait (replacements of preempted workers: a shrink would only lose them).
+    pub waiting: u32,
     pub gave_way: bool,
     pub held_back: Option<String>,
 }
@@ -71,6 +74,12 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
         p.bound.sort_by(|a, b| a.node.cmp(&b.node).then(a.name.cmp(b.name)));
         p.pending.sort_unstable();
     }
+    // While online pods wait for room, the scheduler preempts workers for them and the jobs'
+    // controllers replace those workers with pods that wait too. Releasing such a pod would turn
+    // the scheduler's preemption into a shrink of the job, which the room freed does not need:
+    // it keeps its place in the target and waits (workers do not preempt).
+    let online_waiting =
+        snap.pods.iter().any(|p| matches!(p.class, PodClass::Online { .. }) && p.node.is_none() && !p.terminating);
 
     let mut plans: Vec<JobPlan> = snap.jobs.iter().map(|_| JobPlan::default()).collect();
     let mut levels: Vec<i32> = snap.jobs.iter().map(|j| j.priority).collect();
@@ -90,7 +99,8 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
             }
         }
 
-        keep_level(&members, &snap.jobs, &pods, rooms, &held_below, &mut plans, &total);
+        let keeping = members.iter().map(|&j| Keeping::new(&snap.jobs[j], &pods[j], online_waiting)).collect();
+        keep_level(&members, &snap.jobs, keeping, rooms, &held_below, &mut plans, &total);
         for &j in &members {
             if plans[j].gave_way {
                 // The dip is what the window sees: a job that gave way restarts only after it.
@@ -136,10 +146,12 @@ struct Keeping<'a> {
     next_pending: usize,
     starting_left: u32,
     taken: Vec<(usize, Resources)>,
+    /// Online pods are waiting for room (see `plan_jobs`).
+    online_waiting: bool,
 }
 
 impl<'a> Keeping<'a> {
-    fn new(job: &'a Job, pods: &'a JobPods<'a>) -> Self {
+    fn new(job: &'a Job, pods: &'a JobPods<'a>, online_waiting: bool) -> Self {
         Keeping {
             job,
             pods,
@@ -147,6 +159,7 @@ impl<'a> Keeping<'a> {
             next_pending: 0,
             starting_left: job.target_workers.saturating_sub(pods.bound.len() as u32),
             taken: Vec::new(),
+            online_waiting,
         }
     }
 
@@ -213,6 +226,11 @@ impl<'a> Keeping<'a> {
                     plan.kept_starting += 1;
                     return true;
                 }
+                None if self.online_waiting && name.is_some() => {
+                    plan.kept_starting += 1;
+                    plan.waiting += 1;
+                    return true;
+                }
                 None => match name {
                     Some(n) => plan.released.push((n.to_string(), None)),
                     None => plan.released_unnamed += 1,
@@ -227,16 +245,16 @@ impl<'a> Keeping<'a> {
 /// another job its floor: first every job keeps up to its floor (in name order; a job that
 /// cannot gives way entirely), then the extras go one at a time to the job with the lowest
 /// weighted dominant share, as growth does.
+/// `keeping` has one entry per member, in order.
 fn keep_level(
     members: &[usize],
     jobs: &[Job],
-    pods: &[JobPods],
+    mut keeping: Vec<Keeping>,
     rooms: &mut [NodeRoom],
     held_below: &[Resources],
     plans: &mut [JobPlan],
     total: &Resources,
 ) {
-    let mut keeping: Vec<Keeping> = members.iter().map(|&j| Keeping::new(&jobs[j], &pods[j])).collect();
     for (k, &j) in members.iter().enumerate() {
         keeping[k].keep_floor(rooms, held_below, &mut plans[j]);
     }

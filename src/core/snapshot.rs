@@ -113,4 +113,8 @@ pub struct Job {
     pub rescaling: bool,
     /// Every membership change pauses the job this long.
     pub rescale_cost: Duration,
+    /// How long a released worker keeps its node (drain, checkpoint, exit): the master's
+    /// `worker_release_s`, else its pods' termination grace period. Room for online pods must
+    /// be released at least this far ahead.
+    pub release_latency: Duration,
 }

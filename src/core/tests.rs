@@ -42,7 +42,7 @@ fn hpa_desired_above_current_shrinks_training_where_the_new_pod_lands() {
     assert_eq!(i.reason, Reason::OnlineHeadroom);
     assert_eq!(i.release_pods, ["a-2"]);
     assert_eq!(i.release_nodes, ["n1"]);
-    assert!(i.why.contains("HPA desired 2 > current 1"), "{}", i.why);
+    assert!(i.why.contains("HPA desired 2 > 1 replicas (status current 1)"), "{}", i.why);
     assert_eq!(need(&d, "web").expected, 2);
     assert_eq!(node_cap(&d, "n1").reserved_online, res(2000, 2));
     assert_eq!(node_cap(&d, "n2").reserved_online, Resources::ZERO);
@@ -150,7 +150,7 @@ fn rising_load_enlarges_the_forecast() {
     // With reservation quanta (1 pod for 4 replicas), a rising load is padded by one quantum.
     assert_eq!(forecast(4, 20, (0.9, 0.6), rising.clone()), 8);
     let d = decide_once(Config::default(), &forecast_cluster(4, 20, (0.9, 0.6), rising));
-    assert!(need(&d, "web").because.contains("load rising x1.12"), "{:?}", need(&d, "web"));
+    assert!(need(&d, "web").because.contains("rising x1.12 over 15s"), "{:?}", need(&d, "web"));
     // Falling load never lowers the forecast.
     assert_eq!(forecast(4, 20, (0.9, 0.6), load(&[130.0, 120.0, 110.0, 100.0])), 6);
 }
@@ -201,7 +201,7 @@ fn forecast_shrinks_training_before_the_hpa_acts() {
     assert_eq!((i.from, i.target), (6, 5));
     assert_eq!(i.reason, Reason::OnlineHeadroom);
     assert_eq!(i.release_pods, ["a-5"]);
-    assert!(i.why.contains("metric 0.90 vs target 0.60 implies 3 replicas"), "{}", i.why);
+    assert!(i.why.contains("metric 0.90 vs target 0.60 on 2 replicas implies 3 replicas within 15s"), "{}", i.why);
 }
 
 // ---------------------------------------------------------------------------------------------

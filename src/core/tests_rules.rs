@@ -37,7 +37,7 @@ fn quantum_cluster(bound: u32, desired: u32, max: u32, rising: bool) -> Snapshot
 /// (expected replicas, rising) of `web` under `quantum`.
 fn quantum_need(quantum: f64, s: &Snapshot) -> (u32, bool) {
     let config = Config { reserve_quantum: quantum, ..Config::default() };
-    let needs = online_needs(s, &config);
+    let needs = online_needs(s, &config, &Default::default());
     assert_eq!(needs.len(), 1, "{needs:#?}");
     (needs[0].expected, needs[0].rising)
 }

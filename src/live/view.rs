@@ -89,6 +89,9 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
         }
     }
     let mut replica: BTreeMap<String, Resources> = BTreeMap::new();
+    // Per job: the longest termination grace period of its workers, its release latency when
+    // the master does not announce one.
+    let mut grace: BTreeMap<String, Duration> = BTreeMap::new();
     let mut pods = Vec::with_capacity(inputs.pods.len());
     for p in inputs.pods {
         if translate::pod_is_finished(p) {
@@ -106,6 +109,12 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
         let class = pod_class(p, &namespace, selectors, &managed);
         if let PodClass::Online { service } = &class {
             replica.entry(service.clone()).or_insert(requests);
+        }
+        if let PodClass::Worker { job } = &class {
+            let seconds = p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds);
+            let g = Duration::from_secs(seconds.map_or(DEFAULT_GRACE_S, |s| s.max(0).unsigned_abs()));
+            let e = grace.entry(job.clone()).or_default();
+            *e = (*e).max(g);
         }
         pods.push(Pod {
             name: format!("{namespace}/{}", p.metadata.name.as_deref().unwrap_or("")),
@@ -146,7 +155,8 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
         .iter()
         .filter_map(|(key, j)| {
             let status = j.status.as_ref()?;
-            job(key, j, status).map_err(|e| problems.push(e)).ok()
+            let grace = grace.get(key).copied().unwrap_or(Duration::from_secs(DEFAULT_GRACE_S));
+            job(key, j, status, grace).map_err(|e| problems.push(e)).ok()
         })
         .collect();
     (Snapshot { now: inputs.now, nodes, pods, services, jobs }, problems)
@@ -174,7 +184,14 @@ fn pod_class(
     }
 }
 
-fn job(key: &str, source: &JobSource, status: &Status) -> Result<Job, String> {
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+const DEFAULT_GRACE_S: u64 = 30;
+
+/// Longest `worker_release_s` taken from a master (an hour); beyond it, or negative, or not a
+/// number, the pods' grace period is used.
+const MAX_WORKER_RELEASE_S: f64 = 3600.0;
+
+fn job(key: &str, source: &JobSource, status: &Status, grace: Duration) -> Result<Job, String> {
     let r = &status.worker_resources;
     let bad = |what: &str, e: String| format!("job {key}: worker_resources.{what}: {e}");
     let cpu = parse_cpu(&r.cpu.0).map_err(|e| bad("cpu", e.to_string()))?;
@@ -197,6 +214,10 @@ fn job(key: &str, source: &JobSource, status: &Status) -> Result<Job, String> {
         target_workers: w.target,
         rescaling: status.phase == Phase::Rescaling || w.current != w.target || w.pending > 0,
         rescale_cost: Duration::from_secs_f64(status.rescale_cost_s.unwrap_or(0.0).max(0.0)),
+        release_latency: status
+            .worker_release_s
+            .filter(|s| (0.0..=MAX_WORKER_RELEASE_S).contains(s))
+            .map_or(grace, Duration::from_secs_f64),
     })
 }
 

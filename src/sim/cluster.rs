@@ -1,6 +1,15 @@
 //! The simulated cluster: nodes, pods, and a scheduler that binds pending pods (online pods
 //! spread to the freest node, workers packed best-fit) and, where the policy allows, preempts
 //! lower-priority workers for an online pod that does not fit.
+//!
+//! Preemption follows kube-scheduler v1.34's DefaultPreemption (../shared/docs/
+//! research-fast-release.md, section 2): a pod being deleted keeps counting against its node
+//! until it is gone, so room that released workers will free is invisible to the scheduler and
+//! a pod that does not fit preempts running workers anyway; victims are the least important
+//! lower-priority pods (newest first) after reprieving all it can, on the node needing the
+//! fewest; the preemptor is nominated to that node, and pods nominated there hold its room
+//! against other pods. It holds back from preempting again only while victims of a preemption
+//! (pods the scheduler marked `DisruptionTarget`) are still leaving its nominated node.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +36,8 @@ pub struct SimPod {
     pub leaving_at: Option<f64>,
     /// Node a preemptor waits for while its victims leave.
     pub nominated: Option<usize>,
+    /// Picked as a preemption victim (the scheduler's `DisruptionTarget` condition).
+    pub preempted: bool,
 }
 
 impl SimPod {
@@ -45,6 +56,8 @@ pub struct SimNode {
     pub leaving: Resources,
     /// Requests of pending pods waiting for this node's leaving pods.
     pub nominated: Resources,
+    /// Leaving pods here that a preemption picked: while any remains, pods nominated here wait.
+    pub victims_leaving: u32,
 }
 
 /// How an online pod that does not fit gets room.
@@ -61,7 +74,13 @@ pub enum Preemption {
 /// Workers evicted to make room; the caller tells their jobs.
 #[derive(Debug, Default)]
 pub struct Evictions {
+    /// Victims that were running (or pending, for whole jobs): (victim, its job).
     pub pods: Vec<(PodId, usize)>,
+    /// For each of `pods`, the online pod it was evicted for.
+    pub preemptors: Vec<PodId>,
+    /// Victims that were already leaving (released gracefully): picked again, nothing changes
+    /// for them but the mark.
+    pub already_leaving: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -79,6 +98,7 @@ impl Cluster {
             used: Resources::ZERO,
             leaving: Resources::ZERO,
             nominated: Resources::ZERO,
+            victims_leaving: 0,
         });
         self.nodes.len() - 1
     }
@@ -99,6 +119,7 @@ impl Cluster {
             ready_at: None,
             leaving_at: None,
             nominated: None,
+            preempted: false,
         };
         self.pods.insert(id, pod);
         id
@@ -136,6 +157,9 @@ impl Cluster {
             self.nodes[n].used -= pod.requests;
             if pod.leaving_at.is_some() {
                 self.nodes[n].leaving -= pod.requests;
+                if pod.preempted {
+                    self.nodes[n].victims_leaving -= 1;
+                }
             }
         }
         if let Some(m) = pod.nominated {
@@ -166,10 +190,12 @@ impl Cluster {
 
     /// Best node for a pod among those where it fits now: `spread` picks the freest
     /// (the default scheduler's LeastAllocated), otherwise the tightest fit (bin packing).
+    /// Room held for nominated preemptors counts as taken.
     pub fn pick_node(&self, requests: &Resources, spread: bool) -> Option<usize> {
-        let fitting = (0..self.nodes.len()).filter(|&n| requests.fits_in(&self.free(n)));
+        let open = |n: usize| self.free(n) - self.nodes[n].nominated;
+        let fitting = (0..self.nodes.len()).filter(|&n| requests.fits_in(&open(n)));
         let key = |n: &usize| {
-            let f = self.free(*n);
+            let f = open(*n);
             (f.cpu_milli, f.memory_bytes)
         };
         if spread {
@@ -205,22 +231,16 @@ impl Cluster {
             let Some(pod) = self.pods.get(&id) else { continue };
             let requests = pod.requests;
             let online = matches!(pod.kind, PodKind::Online { .. });
-            let target = match pod.nominated {
-                Some(n) if requests.fits_in(&self.free(n)) => Some(n),
+            let nominated = pod.nominated;
+            // Its own nomination's room is its to use.
+            let target = match nominated {
+                Some(n) if requests.fits_in(&(self.free(n) - self.nodes[n].nominated + requests)) => Some(n),
                 _ => self.pick_node(&requests, online),
             };
             if let Some(n) = target {
                 let delay = ready_delay(&self.pods[&id]);
                 self.bind(id, n, now + delay);
                 continue;
-            }
-            if let Some(n) = self.pods[&id].nominated {
-                if !self.nodes[n].leaving.is_zero() {
-                    continue;
-                }
-                // The room it waited for went elsewhere: look again.
-                self.pods.get_mut(&id).expect("pending pod").nominated = None;
-                self.nodes[n].nominated -= requests;
             }
             if !online {
                 continue;
@@ -229,10 +249,24 @@ impl Cluster {
             if mode == Preemption::Never {
                 continue;
             }
+            if let Some(n) = nominated {
+                // kube-scheduler's PodEligibleToPreemptOthers: not while victims of a
+                // preemption are still leaving the nominated node.
+                if self.nodes[n].victims_leaving > 0 {
+                    continue;
+                }
+                // The room it waited for went elsewhere: look again.
+                self.pods.get_mut(&id).expect("pending pod").nominated = None;
+                self.nodes[n].nominated -= requests;
+            }
             if let Some((node, victims)) = self.find_victims(&requests, mode, priority) {
                 for (v, job) in victims {
-                    self.delete(v, now, grace);
-                    evictions.pods.push((v, job));
+                    if self.preempt(v, now, grace) {
+                        evictions.pods.push((v, job));
+                        evictions.preemptors.push(id);
+                    } else {
+                        evictions.already_leaving += 1;
+                    }
                 }
                 self.pods.get_mut(&id).expect("pending pod").nominated = Some(node);
                 self.nodes[node].nominated += requests;
@@ -241,64 +275,105 @@ impl Cluster {
         evictions
     }
 
-    /// Room on `node` once leaving pods are gone and other preemptors have what they wait for.
-    fn room_after_leavers(&self, node: usize) -> Resources {
-        let n = &self.nodes[node];
-        n.allocatable - n.used + n.leaving - n.nominated
+    /// Marks `id` as a preemption victim and deletes it with `grace`. False when it was
+    /// already leaving: the deletion changes nothing, but the mark makes preemptors wait for it.
+    fn preempt(&mut self, id: PodId, now: f64, grace: f64) -> bool {
+        let pod = self.pods.get_mut(&id).expect("a victim exists");
+        let was_leaving = pod.leaving_at.is_some();
+        // A victim that leaves at once (pending, or no grace period) needs no waiting for.
+        if let (false, Some(n), true) = (pod.preempted, pod.node, was_leaving || grace > 0.0) {
+            pod.preempted = true;
+            self.nodes[n].victims_leaving += 1;
+        }
+        if !was_leaving {
+            self.delete(id, now, grace);
+        }
+        !was_leaving
     }
 
-    /// The node where the fewest lowest-priority workers (or whole jobs) make room.
+    /// The node where preemption needs the fewest victims, as kube-scheduler's
+    /// SelectVictimsOnNode and pickOneNodeForPreemption choose: every lower-priority pod on the
+    /// node is a candidate (leaving ones too: they still count against it), then the most
+    /// important (highest priority, oldest) are reprieved while the preemptor still fits. For
+    /// whole jobs, a job's every pod goes with it.
     fn find_victims(
         &self,
         requests: &Resources,
         mode: Preemption,
         priority: &dyn Fn(usize) -> i32,
     ) -> Option<(usize, Vec<(PodId, usize)>)> {
-        // Room already coming from pods that are leaving: wait for it, evict nobody.
-        for n in 0..self.nodes.len() {
-            if requests.fits_in(&self.room_after_leavers(n)) {
-                return Some((n, Vec::new()));
-            }
-        }
         // One pass over the pods: the workers that could go, per node and per job.
         let mut on_node: Vec<Vec<(i32, PodId, usize)>> = vec![Vec::new(); self.nodes.len()];
         let mut of_job: BTreeMap<usize, Vec<(PodId, Option<usize>, Resources)>> = BTreeMap::new();
         for (id, p) in &self.pods {
-            if let (PodKind::Worker { job }, None) = (p.kind, p.leaving_at) {
+            if let PodKind::Worker { job } = p.kind {
                 if let Some(n) = p.node {
                     on_node[n].push((priority(job), *id, job));
                 }
-                of_job.entry(job).or_default().push((*id, p.node, p.requests));
+                if p.leaving_at.is_none() {
+                    of_job.entry(job).or_default().push((*id, p.node, p.requests));
+                }
             }
         }
         let mut best: Option<(usize, Vec<(PodId, usize)>)> = None;
         for (n, mut candidates) in on_node.into_iter().enumerate() {
-            let mut room = self.room_after_leavers(n);
-            // Lowest priority first, newest first within a priority.
-            candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-            let mut victims = Vec::new();
-            let mut jobs_taken: Vec<usize> = Vec::new();
-            for (_, id, job) in candidates {
-                if requests.fits_in(&room) {
-                    break;
-                }
-                if mode == Preemption::WholeJobs {
-                    if jobs_taken.contains(&job) {
+            let open = self.free(n) - self.nodes[n].nominated;
+            // Most important first: highest priority, then oldest (lowest id).
+            candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let victims = match mode {
+                Preemption::Never => return None,
+                Preemption::Workers => {
+                    let mut room = open;
+                    for (_, id, _) in &candidates {
+                        room += self.pods[id].requests;
+                    }
+                    if !requests.fits_in(&room) {
                         continue;
                     }
-                    jobs_taken.push(job);
-                    for (vid, vnode, vreq) in &of_job[&job] {
-                        if *vnode == Some(n) {
-                            room += *vreq;
+                    // Reprieve the most important first; what cannot be reprieved is a victim.
+                    let mut victims = Vec::new();
+                    for (_, id, job) in candidates {
+                        let kept = room - self.pods[&id].requests;
+                        if requests.fits_in(&kept) {
+                            room = kept;
+                        } else {
+                            victims.push((id, job));
                         }
-                        victims.push((*vid, job));
                     }
-                } else {
-                    room += self.pods[&id].requests;
-                    victims.push((id, job));
+                    victims
                 }
-            }
-            if requests.fits_in(&room) && best.as_ref().is_none_or(|(_, b)| victims.len() < b.len()) {
+                Preemption::WholeJobs => {
+                    // Least important jobs first (lowest priority, then newest pod).
+                    let mut room = open;
+                    let mut victims = Vec::new();
+                    let mut jobs_taken: Vec<usize> = Vec::new();
+                    for (_, id, job) in candidates.into_iter().rev() {
+                        if requests.fits_in(&room) {
+                            break;
+                        }
+                        if jobs_taken.contains(&job) {
+                            continue;
+                        }
+                        jobs_taken.push(job);
+                        // A job that is only leaving frees its room anyway: it is not a victim.
+                        let Some(pods) = of_job.get(&job) else {
+                            room += self.pods[&id].requests;
+                            continue;
+                        };
+                        for (vid, vnode, vreq) in pods {
+                            if *vnode == Some(n) {
+                                room += *vreq;
+                            }
+                            victims.push((*vid, job));
+                        }
+                    }
+                    if !requests.fits_in(&room) {
+                        continue;
+                    }
+                    victims
+                }
+            };
+            if best.as_ref().is_none_or(|(_, b)| victims.len() < b.len()) {
                 best = Some((n, victims));
             }
         }

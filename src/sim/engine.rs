@@ -4,15 +4,21 @@
 //! the policy acts (the decision core for `colocate`); the scheduler binds pending pods
 //! (preempting where the policy allows); then latency, training and the metrics are
 //! accounted for the step.
+//!
+//! What `colocate` sees is what the live controller would: load as a rate over
+//! `observation.load_window`, sampled every `observation.sample_interval`; p99 at the same
+//! samples; the HPA's status as of its last sync (its metric through the metrics pipeline);
+//! each job's phase as of its master's last status poll; pods at once (watches).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::cluster::{Cluster, PodKind, Preemption, SimPod};
 use super::jobs::{Phase, SimJob};
+use super::load::LoadCurve;
 use super::policy::{draw, Policy};
 use super::report::{JobResult, PolicyResult, TimelineRow};
-use super::scenario::Scenario;
+use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::{p99_seconds, utilization, HpaState};
 use super::snapshot::build_snapshot;
 use crate::core::{Core, Sample, ScaleIntent};
@@ -21,7 +27,10 @@ pub struct SimService {
     pub hpa: HpaState,
     next_pod: u64,
     pub load: f64,
+    /// The controller's load samples (rates over the load window), oldest first.
     pub samples: VecDeque<Sample>,
+    /// The controller's last p99 sample, seconds.
+    pub p99_sample: Option<f64>,
 }
 
 pub struct World<'a> {
@@ -33,8 +42,15 @@ pub struct World<'a> {
     pub now: f64,
     core: Option<Core>,
     gang_queue: VecDeque<usize>,
-    forced_preemptions: u64,
+    /// Running workers the scheduler preempted for online pods.
+    scheduler_preemptions: u64,
+    /// Workers deleted by the controller past its release deadline (`colocate` only).
+    controller_forced: u64,
     intents: Vec<(f64, ScaleIntent)>,
+    next_sample: f64,
+    next_status: f64,
+    /// Per job: the master's phase at its last status poll (true: Rescaling).
+    pub reported_rescaling: Vec<bool>,
 }
 
 /// What one policy run produced.
@@ -79,9 +95,10 @@ impl<'a> World<'a> {
                 }
             }
             let next_pod = u64::from(hpa.desired);
-            services.push(SimService { hpa, next_pod, load, samples: VecDeque::new() });
+            services.push(SimService { hpa, next_pod, load, samples: VecDeque::new(), p99_sample: None });
         }
-        let jobs = spec.jobs.iter().cloned().map(SimJob::new).collect();
+        let jobs: Vec<SimJob> = spec.jobs.iter().cloned().map(SimJob::new).collect();
+        let reported_rescaling = vec![false; jobs.len()];
         let core = (policy == Policy::Colocate).then(|| Core::new(spec.controller.clone()));
         World {
             scenario,
@@ -92,8 +109,12 @@ impl<'a> World<'a> {
             now: 0.0,
             core,
             gang_queue: VecDeque::new(),
-            forced_preemptions: 0,
+            scheduler_preemptions: 0,
+            controller_forced: 0,
             intents: Vec::new(),
+            next_sample: 0.0,
+            next_status: 0.0,
+            reported_rescaling,
         }
     }
 
@@ -121,17 +142,23 @@ impl<'a> World<'a> {
         self.cluster.reap(now);
         self.finish_completed();
         self.arrivals();
+        let sampling = now + 1e-9 >= self.next_sample;
+        if sampling {
+            self.next_sample = now + spec.observation.sample_interval.as_secs_f64();
+        }
         for (s, svc) in spec.services.iter().enumerate() {
-            let state = &mut self.services[s];
-            state.load = self.scenario.loads[s].at(now);
-            state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: state.load });
-            while state.samples.front().is_some_and(|x| x.at.as_secs_f64() < now - SAMPLE_HISTORY) {
-                state.samples.pop_front();
+            self.services[s].load = self.scenario.loads[s].at(now);
+            if sampling {
+                self.sample_service(s);
             }
-            if now + 1e-9 >= state.hpa.next_sync {
+            if now + 1e-9 >= self.services[s].hpa.next_sync {
                 let (replicas, ready) = self.replica_counts(s);
-                let load = self.services[s].load;
-                let desired = self.services[s].hpa.sync(svc, now, load, replicas, ready);
+                // The HPA sees the load the metrics pipeline last published.
+                let h = &svc.hpa;
+                let resolution = h.metrics_resolution.as_secs_f64();
+                let published = (now / resolution + 1e-9).floor() * resolution;
+                let seen = mean_load(&self.scenario.loads[s], published - h.metrics_window.as_secs_f64(), published);
+                let desired = self.services[s].hpa.sync(svc, now, seen, replicas, ready);
                 self.set_replicas(s, desired);
             }
         }
@@ -147,6 +174,40 @@ impl<'a> World<'a> {
         for (j, job) in self.jobs.iter_mut().enumerate() {
             job.observe_members(&self.cluster, j, now);
         }
+    }
+
+    /// The masters' status polls: whether each job is still applying a change.
+    fn poll_status(&mut self) {
+        if self.now + 1e-9 < self.next_status {
+            return;
+        }
+        self.next_status = self.now + self.scenario.spec.observation.status_interval.as_secs_f64();
+        for j in 0..self.jobs.len() {
+            let job = &self.jobs[j];
+            // The master reports Rescaling while workers start, leave, or the job is paused for
+            // a membership change.
+            self.reported_rescaling[j] = self.now < job.paused_until
+                || SimJob::pods(&self.cluster, j).any(|(_, bound)| !bound)
+                || self.cluster.pods.values().any(|p| p.kind == (PodKind::Worker { job: j }) && p.leaving_at.is_some());
+        }
+    }
+
+    /// The controller's samples of service `s`: the load as a rate over the load window, and
+    /// the p99 the latency model gives now.
+    fn sample_service(&mut self, s: usize) {
+        let now = self.now;
+        let spec = &self.scenario.spec;
+        let svc = &spec.services[s];
+        let window = spec.observation.load_window.as_secs_f64();
+        let rate = mean_load(&self.scenario.loads[s], now - window, now);
+        let (_, ready) = self.replica_counts(s);
+        let p99 = p99_seconds(svc, utilization(svc, self.services[s].load, ready));
+        let state = &mut self.services[s];
+        state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: rate });
+        while state.samples.front().is_some_and(|x| x.at.as_secs_f64() < now - SAMPLE_HISTORY) {
+            state.samples.pop_front();
+        }
+        state.p99_sample = Some(p99);
     }
 
     /// A finished job's workers exit at once.
@@ -223,6 +284,7 @@ impl<'a> World<'a> {
     }
 
     fn colocate(&mut self) {
+        self.poll_status();
         let snap = build_snapshot(self);
         let core = self.core.as_mut().expect("colocate has a core");
         let decision = core.decide(&snap);
@@ -258,7 +320,7 @@ impl<'a> World<'a> {
                 .filter(|(id, _)| release.contains(&self.cluster.pods[id].name))
                 .map(|(id, _)| id)
                 .collect();
-            let grace = job.spec.release_time.as_secs_f64();
+            let grace = self.scenario.spec.release_time(j).as_secs_f64();
             for id in named {
                 self.cluster.delete(id, now, grace);
             }
@@ -270,7 +332,7 @@ impl<'a> World<'a> {
             .collect();
         let excess = pods.len().saturating_sub(target as usize);
         pods.sort_by_key(|(id, bound, named)| (!*named, *bound, std::cmp::Reverse(*id)));
-        let grace = job.spec.release_time.as_secs_f64();
+        let grace = self.scenario.spec.release_time(j).as_secs_f64();
         for (id, _, _) in pods.into_iter().take(excess) {
             self.cluster.delete(id, now, grace);
         }
@@ -291,12 +353,21 @@ impl<'a> World<'a> {
         let now = self.now;
         let policy = self.policy;
         let deadline = spec.controller.release_deadline.as_secs_f64();
+        let preempts = |p: &SimPod| match p.kind {
+            PodKind::Online { service } => {
+                spec.services[service].preemption_policy == PreemptionPolicy::PreemptLowerPriority
+            }
+            _ => false,
+        };
         let preemption = move |p: &SimPod| match policy {
-            Policy::Preemption => Preemption::Workers,
-            Policy::Gang => Preemption::WholeJobs,
-            // The controller's deadline: past it, workers are deleted (a forced preemption).
+            Policy::OnlineOnly => Preemption::Never,
+            Policy::Preemption if preempts(p) => Preemption::Workers,
+            Policy::Gang if preempts(p) => Preemption::WholeJobs,
+            // kube-scheduler preempts for these pods whatever the controller plans.
+            Policy::Colocate if preempts(p) => Preemption::Workers,
+            // Pods that wait: past the controller's deadline, it deletes workers (forced).
             Policy::Colocate if now - p.created_at >= deadline => Preemption::Workers,
-            Policy::Colocate | Policy::OnlineOnly => Preemption::Never,
+            Policy::Preemption | Policy::Gang | Policy::Colocate => Preemption::Never,
         };
         let seed = spec.seed;
         let ready_delay = |p: &SimPod| match p.kind {
@@ -311,8 +382,13 @@ impl<'a> World<'a> {
         let grace = spec.baselines.termination_grace_period.as_secs_f64();
         let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace);
         let mut hit: Vec<usize> = Vec::new();
-        for (_, j) in evictions.pods {
-            self.forced_preemptions += 1;
+        for ((_, j), by) in evictions.pods.into_iter().zip(evictions.preemptors) {
+            let by_scheduler = self.cluster.pods.get(&by).is_some_and(&preempts);
+            if self.policy == Policy::Colocate && !by_scheduler {
+                self.controller_forced += 1;
+            } else {
+                self.scheduler_preemptions += 1;
+            }
             if !hit.contains(&j) {
                 hit.push(j);
             }
@@ -332,12 +408,9 @@ impl<'a> World<'a> {
                     job.phase = Phase::Waiting;
                     self.gang_queue.push_front(j);
                 }
-                Policy::Colocate => {
-                    job.target = SimJob::pods(&self.cluster, j).count() as u32;
-                    if job.target == 0 {
-                        job.phase = Phase::Waiting;
-                    }
-                }
+                // The master still wants its target: the job's controller (a ReplicaSet, the
+                // framework) replaces the lost workers with pods that wait for room.
+                Policy::Colocate => job.create_workers(&mut self.cluster, j, job.target, now),
                 Policy::OnlineOnly => {}
             }
         }
@@ -457,7 +530,9 @@ impl<'a> World<'a> {
             time_above_target: acc.above_target / time,
             slo_violation_s: acc.slo_violation,
             pending_online_pod_s: acc.pending_online,
-            forced_preemptions: self.forced_preemptions,
+            forced_preemptions: self.scheduler_preemptions + self.controller_forced,
+            scheduler_preemptions: self.scheduler_preemptions,
+            controller_forced_preemptions: self.controller_forced,
             rescale_events: self.jobs.iter().map(|j| u64::from(j.rescale_events)).sum(),
             // Samples kept: work lost to rollbacks does not count.
             training_samples: self.jobs.iter().map(|j| j.progress).sum(),
@@ -474,4 +549,14 @@ struct Accumulator {
     above_target: f64,
     slo_violation: f64,
     pending_online: f64,
+}
+
+/// Mean of the load over `[from, to]` (clamped at 0), sampled every second: what a rate over
+/// that window reports.
+pub fn mean_load(curve: &LoadCurve, from: f64, to: f64) -> f64 {
+    let from = from.max(0.0);
+    let to = to.max(from);
+    let n = ((to - from).ceil() as usize).max(1);
+    let sum: f64 = (0..=n).map(|k| curve.at(from + (to - from) * k as f64 / n as f64)).sum();
+    sum / (n + 1) as f64
 }

@@ -26,7 +26,12 @@ pub struct PolicyResult {
     pub time_above_target: f64,
     pub slo_violation_s: f64,
     pub pending_online_pod_s: f64,
+    /// Workers (or gang jobs' workers) killed without a graceful shrink: the sum of the next two.
     pub forced_preemptions: u64,
+    /// Added key: running workers the scheduler preempted for online pods.
+    pub scheduler_preemptions: u64,
+    /// Added key: workers `colocate` deleted past its release deadline.
+    pub controller_forced_preemptions: u64,
     pub rescale_events: u64,
     pub training_samples: f64,
     pub makespan_s: Option<f64>,

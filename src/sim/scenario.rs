@@ -35,6 +35,9 @@ pub struct ScenarioFile {
     /// Added key: knobs of the baseline policies.
     #[serde(default)]
     pub baselines: BaselineSpec,
+    /// Added key: how the controller sees the cluster (as `colocate run` samples it).
+    #[serde(default)]
+    pub observation: ObservationSpec,
 }
 
 fn one_second() -> Duration {
@@ -85,6 +88,20 @@ pub struct ServiceSpec {
     pub latency: LatencySpec,
     pub hpa: HpaSpec,
     pub load: LoadSpec,
+    /// Added key: the `preemptionPolicy` of the service's PriorityClass. `PreemptLowerPriority`
+    /// (Kubernetes' default): a pod that finds no room preempts workers, under every policy.
+    /// `Never`: it waits for room (under `colocate`, the controller's release deadline is the
+    /// backstop).
+    #[serde(default)]
+    pub preemption_policy: PreemptionPolicy,
+}
+
+/// A PriorityClass's `preemptionPolicy`, spelt as Kubernetes spells it.
+#[derive(Debug, Default, Deserialize, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptionPolicy {
+    #[default]
+    PreemptLowerPriority,
+    Never,
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,6 +125,14 @@ pub struct HpaSpec {
     pub tolerance: f64,
     #[serde(default = "five_minutes", deserialize_with = "duration")]
     pub scale_down_stabilization: Duration,
+    /// Added key: how often the metrics pipeline publishes a new value (metrics-server's
+    /// `--metric-resolution`; its manifests set 15s).
+    #[serde(default = "fifteen_seconds", deserialize_with = "duration")]
+    pub metrics_resolution: Duration,
+    /// Added key: the window each published value averages the load over (metrics-server: the
+    /// CPU rate between two kubelet samples, about 15s; a Prometheus adapter: its rate window).
+    #[serde(default = "fifteen_seconds", deserialize_with = "duration")]
+    pub metrics_window: Duration,
 }
 
 fn fifteen_seconds() -> Duration {
@@ -177,18 +202,17 @@ pub struct JobSpec {
     pub scaling_efficiency: f64,
     #[serde(default)]
     pub work: Option<f64>,
-    /// Added key: how long a worker takes to leave after a graceful release.
-    #[serde(default = "two_seconds", deserialize_with = "duration")]
-    pub release_time: Duration,
+    /// Added key: how long a worker holds its node after a graceful release (drain, checkpoint,
+    /// exit), at most the termination grace period; the master announces it as
+    /// `worker_release_s`. Default: the whole grace period (`baselines.termination_grace_period`),
+    /// which is what a worker whose container uses all of it costs (the test bed's case).
+    #[serde(default, deserialize_with = "super::units::optional_duration")]
+    pub release_time: Option<Duration>,
     /// Added key: how often the job checkpoints. A worker evicted without a graceful shrink
     /// rolls the job back to its last checkpoint (as torchrun and most frameworks do); a
     /// graceful shrink through the master loses nothing.
     #[serde(default = "five_minutes", deserialize_with = "duration")]
     pub checkpoint_interval: Duration,
-}
-
-fn two_seconds() -> Duration {
-    Duration::from_secs(2)
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -205,6 +229,41 @@ pub struct BaselineSpec {
 impl Default for BaselineSpec {
     fn default() -> Self {
         BaselineSpec { termination_grace_period: Duration::from_secs(30), relaunch_delay: Duration::from_secs(30) }
+    }
+}
+
+/// What `colocate` sees and when: the live controller samples service load and latency from
+/// Prometheus every `sample_interval` (a rate over `load_window`) and polls each job's master
+/// every `status_interval`; pods, nodes and HPA status come from watches, at once.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObservationSpec {
+    /// `run.sample_interval`.
+    #[serde(deserialize_with = "duration")]
+    pub sample_interval: Duration,
+    /// The load query's rate window (`rate(requests_total[15s])`): each sample is the mean
+    /// load over this window.
+    #[serde(deserialize_with = "duration")]
+    pub load_window: Duration,
+    /// `run.status_interval`: how fresh the masters' reported phase is.
+    #[serde(deserialize_with = "duration")]
+    pub status_interval: Duration,
+}
+
+impl Default for ObservationSpec {
+    fn default() -> Self {
+        ObservationSpec {
+            sample_interval: Duration::from_secs(5),
+            load_window: Duration::from_secs(15),
+            status_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ScenarioFile {
+    /// How long a released worker of job `j` holds its node.
+    pub fn release_time(&self, j: usize) -> Duration {
+        self.jobs[j].release_time.unwrap_or(self.baselines.termination_grace_period)
     }
 }
 
@@ -327,6 +386,9 @@ fn validate(s: &ScenarioFile) -> Result<(), (String, String)> {
         if h.sync_period.is_zero() {
             return err(&at("hpa.sync_period"), "must be longer than 0s".into());
         }
+        if h.metrics_resolution.is_zero() {
+            return err(&at("hpa.metrics_resolution"), "must be longer than 0s".into());
+        }
     }
     names.clear();
     for (i, j) in s.jobs.iter().enumerate() {
@@ -358,6 +420,23 @@ fn validate(s: &ScenarioFile) -> Result<(), (String, String)> {
                 return err(&at("work"), format!("{w} must be above 0"));
             }
         }
+        let grace = s.baselines.termination_grace_period;
+        if let Some(r) = j.release_time.filter(|r| *r > grace) {
+            return err(
+                &at("release_time"),
+                format!(
+                    "{r:?} is longer than baselines.termination_grace_period ({grace:?}): the kubelet kills a \
+                     worker at the end of its grace period"
+                ),
+            );
+        }
+    }
+    let o = &s.observation;
+    if o.sample_interval.is_zero() {
+        return err("observation.sample_interval", "must be longer than 0s".into());
+    }
+    if o.status_interval.is_zero() {
+        return err("observation.status_interval", "must be longer than 0s".into());
     }
     Ok(())
 }

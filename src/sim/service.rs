@@ -16,6 +16,12 @@ pub struct HpaState {
     pub next_sync: f64,
     /// (time, recommendation) for the scale-down stabilization window.
     recommendations: VecDeque<(f64, u32)>,
+    /// What its last sync wrote to `status.currentMetrics`: the utilization of the ready pods
+    /// it saw (load through the metrics pipeline); `None` before the first sync or with no
+    /// ready pod.
+    pub observed: Option<f64>,
+    /// `status.currentReplicas` of its last sync: the replicas that metric was measured on.
+    pub observed_replicas: u32,
 }
 
 impl HpaState {
@@ -26,10 +32,13 @@ impl HpaState {
             desired: need.clamp(h.min_replicas, h.max_replicas),
             next_sync: 0.0,
             recommendations: VecDeque::new(),
+            observed: None,
+            observed_replicas: 0,
         }
     }
 
-    /// One HPA sync. `replicas` are the Deployment's pods, `ready` those serving.
+    /// One HPA sync. `replicas` are the Deployment's pods, `ready` those serving, `load` the
+    /// load as the metrics pipeline delivers it.
     ///
     /// Not-ready pods count as 0% utilized (as Kubernetes does when scaling up); inside the
     /// tolerance nothing changes; downscale uses the highest recommendation of the
@@ -40,6 +49,8 @@ impl HpaState {
         self.next_sync = now + h.sync_period.as_secs_f64();
         let current = replicas.max(1);
         let demand = load / spec.replica_capacity_rps; // replicas' worth of CPU at 100%
+        self.observed = (ready > 0).then(|| demand / ready as f64);
+        self.observed_replicas = replicas;
         let usage_ratio = demand / (h.target_utilization * current as f64);
         let mut raw = if ready == 0 || (usage_ratio - 1.0).abs() <= h.tolerance {
             replicas

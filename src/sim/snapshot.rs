@@ -6,7 +6,6 @@ use std::time::Duration;
 use super::cluster::PodKind;
 use super::engine::World;
 use super::jobs::SimJob;
-use super::service::utilization;
 use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Service, Snapshot};
 
 pub fn build_snapshot(world: &World) -> Snapshot {
@@ -45,21 +44,27 @@ pub fn build_snapshot(world: &World) -> Snapshot {
         .enumerate()
         .map(|(s, svc)| {
             let state = &world.services[s];
-            let (replicas, ready) = world.replica_counts(s);
-            let rho = utilization(svc, state.load, ready);
-            let p99 = super::service::p99_seconds(svc, rho);
+            let (replicas, _) = world.replica_counts(s);
             Service {
                 name: svc.name.clone(),
                 replica: svc.replica.resources(),
                 hpa: Some(Hpa {
                     min_replicas: svc.hpa.min_replicas,
                     max_replicas: svc.hpa.max_replicas,
-                    current_replicas: replicas,
+                    // What the HPA's status says as of its last sync.
+                    current_replicas: if state.hpa.observed_replicas > 0 {
+                        state.hpa.observed_replicas
+                    } else {
+                        replicas
+                    },
                     desired_replicas: state.hpa.desired,
-                    metric: rho.is_finite().then_some(HpaMetric { current: rho, target: svc.hpa.target_utilization }),
+                    metric: state.hpa.observed.map(|current| HpaMetric { current, target: svc.hpa.target_utilization }),
                 }),
                 load: state.samples.iter().copied().collect(),
-                latency: Some(Latency { p99: Some(Duration::from_secs_f64(p99)), slo_p99: svc.latency.slo_p99 }),
+                latency: Some(Latency {
+                    p99: state.p99_sample.map(Duration::from_secs_f64),
+                    slo_p99: svc.latency.slo_p99,
+                }),
             }
         })
         .collect();
@@ -69,15 +74,8 @@ pub fn build_snapshot(world: &World) -> Snapshot {
         .enumerate()
         .filter(|(j, _)| live[*j])
         .map(|(j, job)| {
-            // The master reports Rescaling while workers start, leave, or the job is paused
-            // for a membership change.
-            let changing = now < job.paused_until
-                || SimJob::pods(&world.cluster, j).any(|(_, bound)| !bound)
-                || world
-                    .cluster
-                    .pods
-                    .values()
-                    .any(|p| p.kind == (PodKind::Worker { job: j }) && p.leaving_at.is_some());
+            // The phase as of the master's last status poll.
+            let changing = world.reported_rescaling[j];
             Job {
                 name: job.spec.name.clone(),
                 priority: job.spec.priority,
@@ -88,6 +86,7 @@ pub fn build_snapshot(world: &World) -> Snapshot {
                 target_workers: job.target,
                 rescaling: changing,
                 rescale_cost: job.spec.rescale_cost,
+                release_latency: spec.release_time(j),
             }
         })
         .collect();

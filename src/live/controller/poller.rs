@@ -142,4 +142,5 @@ fn differs(old: &Status, new: &Status) -> bool {
         || old.generation != new.generation
         || old.worker_resources != new.worker_resources
         || old.rescale_cost_s != new.rescale_cost_s
+        || old.worker_release_s != new.worker_release_s
 }

@@ -38,6 +38,8 @@ pub struct MasterConfig {
     pub max: u32,
     pub worker_resources: WorkerResources,
     pub rescale_cost_s: Option<f64>,
+    /// Announced as `worker_release_s` (v1.1): how long a released worker takes to be gone.
+    pub worker_release_s: Option<f64>,
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
     /// Accepted command ids remembered for idempotency (oldest forgotten first). A controller
@@ -58,6 +60,7 @@ impl MasterConfig {
             max,
             worker_resources,
             rescale_cost_s: None,
+            worker_release_s: None,
             token: None,
             remembered_commands: 1024,
             initial_generation: 1,
@@ -290,6 +293,7 @@ fn status_of(config: &MasterConfig, generation: u64, observed: &Observed) -> Sta
         },
         worker_resources: config.worker_resources.clone(),
         rescale_cost_s: config.rescale_cost_s,
+        worker_release_s: config.worker_release_s,
         throughput: observed.throughput,
         progress: observed.progress,
     }

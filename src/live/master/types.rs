@@ -23,6 +23,11 @@ pub struct Status {
     /// against it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rescale_cost_s: Option<f64>,
+    /// v1.1: seconds a released worker takes to be gone (drain, checkpoint, exit). The
+    /// controller releases at least this far ahead of need; absent, it assumes the worker
+    /// pods' termination grace period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_release_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

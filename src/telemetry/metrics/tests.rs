@@ -41,6 +41,7 @@ fn snapshot(node: &str) -> Snapshot {
             target_workers: 2,
             rescaling: false,
             rescale_cost: Duration::ZERO,
+            release_latency: Duration::from_secs(2),
         }],
     }
 }

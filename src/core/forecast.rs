@@ -1,0 +1,158 @@
+//! How many replicas a service's HPA will have asked for by the time released workers are gone.
+//!
+//! Two lags meet here (facts and sources in research-fast-release.md):
+//! - The HPA's metric trails the load: metrics-server publishes a CPU rate every 15 s and the HPA
+//!   reads it at its next sync, so a CPU-based HPA first acts 10-30 s after a load step and
+//!   reaches its final size 40-60 s later. A request rate sampled from Prometheus leads it. So
+//!   the core learns, while a service is calm, how much load one replica carries at 100% of its
+//!   CPU request (the HPA's metric against the load of the same moment), and from then on reads
+//!   demand from the load itself: a step shows as soon as the samples do. Without a load signal
+//!   (or before it is learned) demand is the HPA's metric times the replicas it was measured on.
+//! - A released worker keeps its node for its job's release latency (drain and exit, up to the
+//!   termination grace period). Room for pods the HPA creates within that time must be released
+//!   now, so the forecast looks `lead` ahead: the load trend is extrapolated that far, and the
+//!   HPA may take as many scale-up steps as it has syncs in that time, each limited by its
+//!   default policy (max(+100%, +4 pods) per sync).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::capacity::load_trend_factor;
+use super::config::Config;
+use super::snapshot::{Hpa, Sample, Service, Snapshot};
+
+/// Load is calm when every sample of the window is within this factor of the smallest.
+const CALM_SPREAD: f64 = 1.1;
+/// A metric below this (5% of requests) says too little about capacity to learn from.
+const MIN_METRIC: f64 = 0.05;
+
+/// What the core has learned about each service's capacity. Owned by the core; one entry per
+/// service, forgotten with the service.
+#[derive(Clone, Debug, Default)]
+pub struct Calibration {
+    /// Per service: load (in the load signal's unit) one replica carries at 100% of its CPU.
+    per_replica: HashMap<String, f64>,
+}
+
+impl Calibration {
+    /// Learns from every service that is calm now: load flat (within 10%) over `trend_window`
+    /// with at least three samples, its HPA at rest (desired = current) with a metric, and as
+    /// many ready replicas bound as the HPA counts.
+    pub fn observe(&mut self, snap: &Snapshot, config: &Config) {
+        let mut ready: HashMap<&str, u32> = HashMap::new();
+        for pod in &snap.pods {
+            if let (super::snapshot::PodClass::Online { service }, Some(_), true, false) =
+                (&pod.class, &pod.node, pod.ready, pod.terminating)
+            {
+                *ready.entry(service.as_str()).or_default() += 1;
+            }
+        }
+        for svc in &snap.services {
+            let Some(h) = &svc.hpa else { continue };
+            let Some(m) = h.metric.filter(|m| m.current.is_finite() && m.current >= MIN_METRIC) else { continue };
+            if h.desired_replicas != h.current_replicas
+                || h.current_replicas == 0
+                || ready.get(svc.name.as_str()).copied() != Some(h.current_replicas)
+            {
+                continue;
+            }
+            let Some(mean) = calm_mean(&svc.load, snap.now, config.trend_window) else { continue };
+            let per_replica = mean / (m.current * f64::from(h.current_replicas));
+            if per_replica.is_finite() && per_replica > 0.0 {
+                self.per_replica.insert(svc.name.clone(), per_replica);
+            }
+        }
+    }
+
+    pub fn per_replica(&self, service: &str) -> Option<f64> {
+        self.per_replica.get(service).copied()
+    }
+
+    pub fn retain(&mut self, services: &[&str]) {
+        self.per_replica.retain(|s, _| services.contains(&s.as_str()));
+    }
+}
+
+/// The mean of the samples in the window ending `now`, if there are at least three, they span
+/// half the window, and they are flat.
+fn calm_mean(samples: &[Sample], now: Duration, window: Duration) -> Option<f64> {
+    let from = now.saturating_sub(window);
+    let recent: Vec<&Sample> = samples.iter().filter(|s| s.at >= from && s.at <= now && s.value.is_finite()).collect();
+    let (first, last) = (recent.first()?, recent.last()?);
+    if recent.len() < 3 || last.at.saturating_sub(first.at) < window / 2 {
+        return None;
+    }
+    let min = recent.iter().map(|s| s.value).fold(f64::INFINITY, f64::min);
+    let max = recent.iter().map(|s| s.value).fold(0.0, f64::max);
+    (min > 0.0 && max <= min * CALM_SPREAD).then(|| recent.iter().map(|s| s.value).sum::<f64>() / recent.len() as f64)
+}
+
+/// What the HPA is expected to do within the lead.
+pub struct Growth {
+    /// Replicas it will want; `None` when nothing says it grows beyond what it has or already
+    /// decided on.
+    pub replicas: Option<u32>,
+    pub because: String,
+    /// The load is rising: more pods are likely to follow.
+    pub rising: bool,
+}
+
+/// `ready` is the service's ready replicas now: the HPA's metric averages the ready pods it
+/// measured, which are at most its status' current replicas and no more than are ready now (pods
+/// it has added since are not in the metric; counting them would inflate demand).
+pub fn hpa_growth(
+    svc: &Service,
+    h: &Hpa,
+    ready: u32,
+    now: Duration,
+    per_replica: Option<f64>,
+    lead: Duration,
+    config: &Config,
+) -> Option<Growth> {
+    let m = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite())?;
+    let trend = load_trend_factor(&svc.load, now, config.trend_window, lead);
+    let rising = trend > 1.0;
+    let latest = svc.load.iter().rev().find(|s| s.at <= now && s.value.is_finite());
+    // Replicas' worth of CPU at 100%, now, and the words for it.
+    let (demand, seen) = match (per_replica, latest) {
+        (Some(per), Some(l)) => {
+            (l.value / per, format!("load {:.0}/s = {:.1} replicas at 100%", l.value, l.value / per))
+        }
+        _ => {
+            let measured_on = h.current_replicas.min(ready);
+            (
+                m.current * f64::from(measured_on),
+                format!("metric {:.2} vs target {:.2} on {measured_on} replicas", m.current, m.target),
+            )
+        }
+    };
+    let base = h.current_replicas.max(h.desired_replicas).max(1);
+    let want_now = demand * trend / m.target;
+    if want_now <= f64::from(base) * (1.0 + config.reserve_tolerance) {
+        return Some(Growth { replicas: None, because: String::new(), rising });
+    }
+    let want = (want_now - 1e-9).ceil() as u32;
+    // The HPA's syncs within the lead, each at most max(+100%, +4 pods).
+    let sync = config.hpa_sync_period.as_secs_f64().max(1e-3);
+    let syncs = ((lead.as_secs_f64() / sync).ceil() as u32).max(1);
+    let mut limit = base;
+    for _ in 0..syncs {
+        limit = limit.saturating_mul(2).max(limit.saturating_add(4));
+    }
+    let replicas = want.min(limit).min(h.max_replicas);
+    if replicas <= base {
+        return Some(Growth { replicas: None, because: String::new(), rising });
+    }
+    let trend_words = if rising { format!(", rising x{trend:.2} over {lead:?}") } else { String::new() };
+    let because = format!(
+        "{seen}{trend_words} implies {replicas} replicas within {lead:?} ({syncs} HPA sync{})",
+        if syncs == 1 { "" } else { "s" }
+    );
+    Some(Growth { replicas: Some(replicas), because, rising })
+}
+
+/// How far ahead room must be released: the longest release latency among the jobs, and at
+/// least `forecast_horizon`.
+pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
+    snap.jobs.iter().map(|j| j.release_latency).fold(config.forecast_horizon, Duration::max)
+}
