@@ -359,15 +359,17 @@ impl<'a> World<'a> {
             }
             _ => false,
         };
+        // The baselines are what clusters do today: online pods preempt (the contract's
+        // definition). `preemption_policy` is how the services are set up where colocate runs.
         let preemption = move |p: &SimPod| match policy {
             Policy::OnlineOnly => Preemption::Never,
-            Policy::Preemption if preempts(p) => Preemption::Workers,
-            Policy::Gang if preempts(p) => Preemption::WholeJobs,
+            Policy::Preemption => Preemption::Workers,
+            Policy::Gang => Preemption::WholeJobs,
             // kube-scheduler preempts for these pods whatever the controller plans.
             Policy::Colocate if preempts(p) => Preemption::Workers,
             // Pods that wait: past the controller's deadline, it deletes workers (forced).
             Policy::Colocate if now - p.created_at >= deadline => Preemption::Workers,
-            Policy::Preemption | Policy::Gang | Policy::Colocate => Preemption::Never,
+            Policy::Colocate => Preemption::Never,
         };
         let seed = spec.seed;
         let ready_delay = |p: &SimPod| match p.kind {
@@ -383,7 +385,7 @@ impl<'a> World<'a> {
         let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace);
         let mut hit: Vec<usize> = Vec::new();
         for ((_, j), by) in evictions.pods.into_iter().zip(evictions.preemptors) {
-            let by_scheduler = self.cluster.pods.get(&by).is_some_and(&preempts);
+            let by_scheduler = self.policy != Policy::Colocate || self.cluster.pods.get(&by).is_some_and(&preempts);
             if self.policy == Policy::Colocate && !by_scheduler {
                 self.controller_forced += 1;
             } else {

@@ -22,3 +22,5 @@ pub use scenario::Scenario;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_model;

@@ -88,10 +88,10 @@ pub struct ServiceSpec {
     pub latency: LatencySpec,
     pub hpa: HpaSpec,
     pub load: LoadSpec,
-    /// Added key: the `preemptionPolicy` of the service's PriorityClass. `PreemptLowerPriority`
-    /// (Kubernetes' default): a pod that finds no room preempts workers, under every policy.
-    /// `Never`: it waits for room (under `colocate`, the controller's release deadline is the
-    /// backstop).
+    /// Added key: the `preemptionPolicy` of the service's PriorityClass where colocate runs.
+    /// `PreemptLowerPriority` (Kubernetes' default): a pod that finds no room preempts workers.
+    /// `Never`: it waits for room, and the controller's release deadline is the backstop. The
+    /// baselines always preempt: that is what they stand for.
     #[serde(default)]
     pub preemption_policy: PreemptionPolicy,
 }

@@ -1,0 +1,93 @@
+//! What replay assumes about the live world, each pinned by a tiny replay: released workers hold
+//! their node for the job's release latency, online pods preempt under `colocate` unless their
+//! service says `preemption_policy: Never`, the HPA sees load through its metrics pipeline, and
+//! the controller sees load only at its samples.
+
+use std::path::Path;
+
+use super::engine::{PolicyRun, World};
+use super::policy::Policy;
+use super::scenario::Scenario;
+
+/// One 8-CPU node. web (1 CPU, 100 rps per replica, 50% target) starts at 2 replicas; its load
+/// triples at 61 s, which the HPA's metrics pipeline publishes at its 75 s sync: it asks for 6.
+/// An elastic job of up to six 1-CPU workers fills the rest. `{job}` and `{service}` add keys.
+fn spike(job: &str, service: &str) -> String {
+    format!(
+        r#"
+version: 1
+name: spike
+duration: 3m
+cluster: {{nodes: [{{pool: n, count: 1, allocatable: {{cpu: "8", memory: 32Gi}}}}]}}
+services:
+  - name: web
+    replica: {{cpu: "1", memory: 1Gi}}
+    replica_capacity_rps: 100
+    latency: {{base_p99: 20ms, slo_p99: 250ms}}
+    hpa: {{min_replicas: 2, max_replicas: 6, target_utilization: 0.5}}
+    load: {{points: [["0s", 100], ["60s", 100], ["61s", 300]]}}
+    {service}
+jobs:
+  - name: train
+    worker: {{cpu: "1", memory: 1Gi}}
+    min_workers: 1
+    max_workers: 6
+    throughput_per_worker: 10
+    {job}
+"#
+    )
+}
+
+fn replay(yaml: &str, policy: Policy) -> PolicyRun {
+    let scenario = Scenario::parse(Path::new("tiny.yaml"), yaml).unwrap();
+    World::new(&scenario, policy).run(&mut |_| {})
+}
+
+#[test]
+fn the_hpa_acts_on_what_its_metrics_pipeline_published() {
+    // Published every 15 s over the last 15 s: the 60 s sync sees the calm load, the 75 s sync
+    // the new one. A 30 s window at 30 s resolution publishes at 60 s (calm) and 90 s.
+    let run = replay(&spike("", ""), Policy::OnlineOnly);
+    assert_eq!(run.timeline[74].services[0].1, 2);
+    assert_eq!(run.timeline[75].services[0].1, 6);
+    let slow = spike("", "")
+        .replace("target_utilization: 0.5}", "target_utilization: 0.5, metrics_resolution: 30s, metrics_window: 30s}");
+    let run = replay(&slow, Policy::OnlineOnly);
+    assert_eq!(run.timeline[89].services[0].1, 2);
+    assert!(run.timeline[90].services[0].1 > 2);
+}
+
+#[test]
+fn a_release_slower_than_the_hpa_step_leaves_pods_waiting() {
+    // The controller sees the step at its 65 s sample and releases workers at once, but they
+    // hold the node for 30 s (to about 95 s): the pods the HPA creates at 75 s find no room.
+    // Here the released workers are the newest, so the scheduler's victims are the leaving ones
+    // and nobody else is killed (`cluster` tests show the case where it kills running workers).
+    let run = replay(&spike("", ""), Policy::Colocate);
+    assert!(run.result.pending_online_pod_s >= 4.0 * 15.0, "{:?}", run.result);
+    assert_eq!(run.result.controller_forced_preemptions, 0);
+    // Released in 5 s, the room is there before the HPA acts.
+    let run = replay(&spike("release_time: 5s", ""), Policy::Colocate);
+    assert_eq!((run.result.forced_preemptions, run.result.pending_online_pod_s), (0, 0.0), "{:?}", run.result);
+}
+
+#[test]
+fn pods_that_do_not_preempt_wait_for_the_release() {
+    // Same 30 s release, `preemptionPolicy: Never`: nobody is killed, the pods wait for the
+    // released workers, and fewer than the deadline's 30 s, so colocate forces nothing either.
+    let run = replay(&spike("", "preemption_policy: Never"), Policy::Colocate);
+    assert_eq!(run.result.forced_preemptions, 0, "{:?}", run.result);
+    assert!(run.result.pending_online_pod_s > 0.0);
+    let waited_at_most = run.timeline.iter().filter(|r| r.pending_online_pods > 0).count();
+    assert!(waited_at_most < 30, "pods waited {waited_at_most} s");
+    // The baseline preempts whatever the key says: it stands for what clusters do today.
+    let run = replay(&spike("", "preemption_policy: Never"), Policy::Preemption);
+    assert!(run.result.scheduler_preemptions > 0);
+}
+
+#[test]
+fn a_release_time_longer_than_the_grace_period_is_refused() {
+    let yaml = spike("release_time: 45s", "");
+    let err = Scenario::parse(Path::new("tiny.yaml"), &yaml).unwrap_err().to_string();
+    assert!(err.contains("jobs[0].release_time") && err.contains("termination_grace_period"), "{err}");
+}
