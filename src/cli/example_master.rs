@@ -56,6 +56,12 @@ pub struct Args {
     /// How long the whole job pauses on a membership change (10s, 1m); reported as rescale_cost_s.
     #[arg(long, env = "COLOCATE_MASTER_RESCALE_COST", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub rescale_cost: Option<Duration>,
+    /// Workers the job gives up are gone within this time (5s): the master deletes them again
+    /// with it as their grace period, and announces it as worker_release_s (protocol v1.1) so
+    /// the controller plans releases that far ahead. Needs `pods delete`. Default: the worker
+    /// pods' own terminationGracePeriodSeconds, which the controller then assumes.
+    #[arg(long, env = "COLOCATE_MASTER_WORKER_RELEASE", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub worker_release: Option<Duration>,
     /// Address to serve master protocol v1 on.
     #[arg(long, env = "COLOCATE_MASTER_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -150,7 +156,10 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
     let client = kube::Client::try_from(kube_config).context("building the Kubernetes client").map_err(Config)?;
 
     // An integrator replaces this backend with one that drives their framework's workers.
-    let backend = DeploymentBackend::new(client, &namespace, &args.deployment);
+    let mut backend = DeploymentBackend::new(client, &namespace, &args.deployment);
+    if let Some(release) = args.worker_release {
+        backend = backend.with_release_grace(release);
+    }
     let generation = backend.generation().await.map_err(|e| Runtime(e.into()))?;
 
     let mut config = MasterConfig::new(
@@ -160,6 +169,7 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
         WorkerResources::new(args.worker_cpu.clone(), args.worker_memory.clone()),
     );
     config.rescale_cost_s = args.rescale_cost.map(|d| d.as_secs_f64());
+    config.worker_release_s = args.worker_release.map(|d| d.as_secs_f64());
     config.token = token;
     config.initial_generation = generation;
     let state = MasterState::new(config, backend).map_err(|e| Config(e.into()))?;

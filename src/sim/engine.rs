@@ -21,6 +21,7 @@ use super::report::{JobResult, PolicyResult, TimelineRow};
 use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::{p99_seconds, utilization, HpaState};
 use super::snapshot::build_snapshot;
+use super::window::{HpaSync, Window};
 use crate::core::{Core, Sample, ScaleIntent};
 
 pub struct SimService {
@@ -31,6 +32,8 @@ pub struct SimService {
     pub samples: VecDeque<Sample>,
     /// The controller's last p99 sample, seconds.
     pub p99_sample: Option<f64>,
+    /// Every sync of its HPA so far.
+    pub syncs: Vec<HpaSync>,
 }
 
 pub struct World<'a> {
@@ -51,6 +54,8 @@ pub struct World<'a> {
     next_status: f64,
     /// Per job: the master's phase at its last status poll (true: Rescaling).
     pub reported_rescaling: Vec<bool>,
+    /// Playing a window of the scenario as the live spike test does (`window.rs`).
+    pub(crate) window: Option<Window>,
 }
 
 /// What one policy run produced.
@@ -59,6 +64,8 @@ pub struct PolicyRun {
     pub timeline: Vec<TimelineRow>,
     /// `colocate`: every intent the core produced, with the time it was applied.
     pub intents: Vec<(f64, ScaleIntent)>,
+    /// Per service, every sync of its HPA.
+    pub hpa_syncs: Vec<Vec<HpaSync>>,
 }
 
 /// Load samples kept per service: enough for the core's trend window.
@@ -95,7 +102,14 @@ impl<'a> World<'a> {
                 }
             }
             let next_pod = u64::from(hpa.desired);
-            services.push(SimService { hpa, next_pod, load, samples: VecDeque::new(), p99_sample: None });
+            services.push(SimService {
+                hpa,
+                next_pod,
+                load,
+                samples: VecDeque::new(),
+                p99_sample: None,
+                syncs: Vec::new(),
+            });
         }
         let jobs: Vec<SimJob> = spec.jobs.iter().cloned().map(SimJob::new).collect();
         let reported_rescaling = vec![false; jobs.len()];
@@ -115,25 +129,29 @@ impl<'a> World<'a> {
             next_sample: 0.0,
             next_status: 0.0,
             reported_rescaling,
+            window: None,
         }
     }
 
     pub fn run(mut self, on_progress: &mut dyn FnMut(u64)) -> PolicyRun {
         let spec = &self.scenario.spec;
         let dt = spec.step.as_secs_f64();
-        let steps = (spec.duration.as_secs_f64() / dt).ceil() as u64;
+        let end =
+            self.window.as_ref().map_or(spec.duration.as_secs_f64(), |w| w.until.min(spec.duration.as_secs_f64()));
+        let steps = (end / dt).ceil() as u64;
         let mut acc = Accumulator::default();
         let mut timeline = Vec::with_capacity(steps as usize);
         for k in 0..steps {
             self.now = k as f64 * dt;
-            let step_dt = dt.min(spec.duration.as_secs_f64() - self.now);
+            let step_dt = dt.min(end - self.now);
             self.step();
             let row = self.account(step_dt, &mut acc);
             timeline.push(row);
             on_progress(k + 1);
         }
         let result = self.result(&acc);
-        PolicyRun { result, timeline, intents: std::mem::take(&mut self.intents) }
+        let hpa_syncs = self.services.iter_mut().map(|s| std::mem::take(&mut s.syncs)).collect();
+        PolicyRun { result, timeline, intents: std::mem::take(&mut self.intents), hpa_syncs }
     }
 
     fn step(&mut self) {
@@ -151,14 +169,22 @@ impl<'a> World<'a> {
             if sampling {
                 self.sample_service(s);
             }
-            if now + 1e-9 >= self.services[s].hpa.next_sync {
+            if let Some(desired) = self.window.as_mut().and_then(|w| w.scripted_sync(s, now, &mut self.services[s].hpa))
+            {
+                self.set_replicas(s, desired);
+            } else if self.window.as_ref().is_some_and(|w| w.scripted()) {
+                // Between the scripted syncs the HPA does nothing.
+            } else if now + 1e-9 >= self.services[s].hpa.next_sync {
                 let (replicas, ready) = self.replica_counts(s);
                 // The HPA sees the load the metrics pipeline last published.
                 let h = &svc.hpa;
                 let resolution = h.metrics_resolution.as_secs_f64();
                 let published = (now / resolution + 1e-9).floor() * resolution;
                 let seen = mean_load(&self.scenario.loads[s], published - h.metrics_window.as_secs_f64(), published);
-                let desired = self.services[s].hpa.sync(svc, now, seen, replicas, ready);
+                let state = &mut self.services[s];
+                let desired = state.hpa.sync(svc, now, seen, replicas, ready);
+                let observed = state.hpa.observed;
+                state.syncs.push(HpaSync { at_s: now, current: replicas, desired, observed });
                 self.set_replicas(s, desired);
             }
         }
@@ -202,8 +228,11 @@ impl<'a> World<'a> {
         let rate = mean_load(&self.scenario.loads[s], now - window, now);
         let (_, ready) = self.replica_counts(s);
         let p99 = p99_seconds(svc, utilization(svc, self.services[s].load, ready));
+        let load_signal = self.window.as_ref().is_none_or(|w| w.load_signal);
         let state = &mut self.services[s];
-        state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: rate });
+        if load_signal {
+            state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: rate });
+        }
         while state.samples.front().is_some_and(|x| x.at.as_secs_f64() < now - SAMPLE_HISTORY) {
             state.samples.pop_front();
         }
@@ -224,6 +253,12 @@ impl<'a> World<'a> {
 
     fn arrivals(&mut self) {
         if self.policy == Policy::OnlineOnly {
+            return;
+        }
+        if let Some(w) = &self.window {
+            if !w.filled && self.now + 1e-9 >= w.jobs_at {
+                super::window::fill(self);
+            }
             return;
         }
         for j in 0..self.jobs.len() {
@@ -284,6 +319,18 @@ impl<'a> World<'a> {
     }
 
     fn colocate(&mut self) {
+        if let Some(w) = &mut self.window {
+            if self.now + 1e-9 < w.jobs_at {
+                return;
+            }
+            // The controller starts now: no samples of its own yet.
+            if !w.controller_started {
+                w.controller_started = true;
+                for s in &mut self.services {
+                    s.samples.clear();
+                }
+            }
+        }
         self.poll_status();
         let snap = build_snapshot(self);
         let core = self.core.as_mut().expect("colocate has a core");
@@ -299,6 +346,7 @@ impl<'a> World<'a> {
     /// the named pods first, then pending ones, then the newest.
     fn apply_target(&mut self, j: usize, target: u32, release: &[String]) {
         let now = self.now;
+        let grace = self.release_time(j);
         let job = &mut self.jobs[j];
         if !job.is_live() {
             return;
@@ -320,7 +368,6 @@ impl<'a> World<'a> {
                 .filter(|(id, _)| release.contains(&self.cluster.pods[id].name))
                 .map(|(id, _)| id)
                 .collect();
-            let grace = self.scenario.spec.release_time(j).as_secs_f64();
             for id in named {
                 self.cluster.delete(id, now, grace);
             }
@@ -332,18 +379,26 @@ impl<'a> World<'a> {
             .collect();
         let excess = pods.len().saturating_sub(target as usize);
         pods.sort_by_key(|(id, bound, named)| (!*named, *bound, std::cmp::Reverse(*id)));
-        let grace = self.scenario.spec.release_time(j).as_secs_f64();
         for (id, _, _) in pods.into_iter().take(excess) {
             self.cluster.delete(id, now, grace);
         }
     }
 
-    /// `preemption` baseline: the job's master replaces lost workers after the relaunch delay.
+    /// Seconds a released worker of job `j` keeps its node.
+    fn release_time(&self, j: usize) -> f64 {
+        let window = self.window.as_ref().and_then(|w| w.release_time);
+        window.unwrap_or_else(|| self.scenario.spec.release_time(j)).as_secs_f64()
+    }
+
+    /// `preemption` baseline: the job's master replaces lost workers after the relaunch delay
+    /// (up to `max_workers`; in a window, a ReplicaSet replaces them at once up to its count).
     fn relaunch(&mut self) {
+        let window = self.window.is_some();
         for (j, job) in self.jobs.iter_mut().enumerate() {
             if job.phase == Phase::Running && job.relaunch_at.is_some_and(|t| t <= self.now + 1e-9) {
                 job.relaunch_at = None;
-                job.create_workers(&mut self.cluster, j, job.spec.max_workers, self.now);
+                let want = if window { job.target } else { job.spec.max_workers };
+                job.create_workers(&mut self.cluster, j, want, self.now);
             }
         }
     }
@@ -395,7 +450,7 @@ impl<'a> World<'a> {
                 hit.push(j);
             }
         }
-        let relaunch = spec.baselines.relaunch_delay.as_secs_f64();
+        let relaunch = if self.window.is_some() { 0.0 } else { spec.baselines.relaunch_delay.as_secs_f64() };
         for j in hit {
             let job = &mut self.jobs[j];
             // Gang jobs are the generous baseline of the contract: their progress is kept.
@@ -459,6 +514,8 @@ impl<'a> World<'a> {
             online_cpu: 0.0,
             training_cpu: 0.0,
             pending_online_pods: 0,
+            killed_by_scheduler: self.scheduler_preemptions,
+            forced_by_controller: self.controller_forced,
             slo_violated: false,
             services: Vec::with_capacity(spec.services.len()),
             workers: Vec::with_capacity(self.jobs.len()),

@@ -13,6 +13,7 @@ pub mod scenario;
 pub mod service;
 pub mod snapshot;
 pub mod units;
+pub mod window;
 
 /// Errors in a scenario file name the file, line and key.
 pub use crate::yaml::InputError as ScenarioError;

@@ -54,6 +54,10 @@ pub struct TimelineRow {
     pub online_cpu: f64,
     pub training_cpu: f64,
     pub pending_online_pods: u32,
+    /// Running workers the scheduler preempted so far (cumulative).
+    pub killed_by_scheduler: u64,
+    /// Workers colocate deleted past its deadline so far (cumulative).
+    pub forced_by_controller: u64,
     pub slo_violated: bool,
     /// Per service: (load rps, replicas, ready, p99 ms).
     pub services: Vec<(f64, u32, u32, f64)>,

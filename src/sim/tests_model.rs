@@ -91,3 +91,21 @@ fn a_release_time_longer_than_the_grace_period_is_refused() {
     let err = Scenario::parse(Path::new("tiny.yaml"), &yaml).unwrap_err().to_string();
     assert!(err.contains("jobs[0].release_time") && err.contains("termination_grace_period"), "{err}");
 }
+
+#[test]
+fn window_replay_scratch() {
+    use super::window::{replay_window, WindowSettings};
+    let scenario =
+        Scenario::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"))).unwrap();
+    for (name, release, signal) in [
+        ("hpa-only-grace30", None, false),
+        ("load-signal-grace30", None, true),
+        ("load-signal-fast-release", Some(std::time::Duration::from_secs(5)), true),
+    ] {
+        let s =
+            WindowSettings { from_s: 465.0, to_s: 585.0, warmup_s: 20.0, release_time: release, load_signal: signal };
+        for p in [Policy::Preemption, Policy::Colocate] {
+            eprintln!("{name} {p:?} {:?}", replay_window(&scenario, p, &s));
+        }
+    }
+}

@@ -5,8 +5,10 @@
 
 pub mod cluster;
 pub mod grafana;
+pub mod load_exporter;
 pub mod pod_recorder;
 pub mod process;
 pub mod prometheus;
 pub mod spike;
+pub mod spike_figures;
 pub mod testbed;

@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use colocate::sim::scenario::ServiceSpec;
-use colocate::sim::{replay, Policy, Scenario};
+use colocate::sim::window::{hpa_script, HpaSync};
+use colocate::sim::Scenario;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
@@ -23,28 +24,6 @@ pub const ONLINE_CLASS: &str = "online-high";
 pub const TRAINING_CLASS: &str = "training-low";
 pub const JOB_NAMESPACE: &str = "ml";
 
-/// One sync of the service's HPA: what the HPA controller does then.
-#[derive(Clone, Debug)]
-pub struct HpaSync {
-    /// Scenario time.
-    pub at_s: f64,
-    /// Replicas before the sync (`status.currentReplicas`).
-    pub current: u32,
-    /// What it decided (`status.desiredReplicas`, and the Deployment's replicas).
-    pub desired: u32,
-    /// CPU utilization the sync saw, % of requests over all replicas (`currentMetrics`):
-    /// the simulated HPA's own ratio, load / (replica capacity x replicas).
-    pub utilization_pct: i32,
-    pub load_rps: f64,
-}
-
-impl HpaSync {
-    pub fn to_json(&self) -> Value {
-        json!({"t_s": self.at_s, "current": self.current, "desired": self.desired,
-               "utilization_pct": self.utilization_pct, "load_rps": self.load_rps})
-    }
-}
-
 /// The HPA schedule of a window of a scenario.
 pub struct Schedule {
     /// The last sync before the window: the state both runs start from.
@@ -55,38 +34,25 @@ pub struct Schedule {
     pub to_s: f64,
 }
 
-/// Replays `scenario` under `online-only` and returns its only service's HPA syncs in
-/// `[from_s, to_s)`. The simulated HPA syncs every `sync_period` from time 0 (see
-/// `colocate::sim::service::HpaState`); a sync at step `t` sets the replicas the step's timeline
-/// row shows, and the row before shows the replicas it started from.
+/// The scenario's only service's HPA syncs in `[from_s, to_s)`, from its `online-only` replay:
+/// the same script the window replay plays (`colocate::sim::window::hpa_script`), so live and
+/// replay see the same HPA.
 pub fn hpa_schedule(scenario: &Scenario, from_s: f64, to_s: f64) -> Schedule {
-    let spec = &scenario.spec;
-    assert_eq!(spec.services.len(), 1, "{}: the spike replay plays one service", scenario.path.display());
-    let svc = &spec.services[0];
-    let out = replay(scenario, &[Policy::OnlineOnly], &|_| {});
-    let rows = &out.timelines[0];
-    let period = svc.hpa.sync_period.as_secs_f64();
-    let mut next_sync = 0.0;
-    let mut syncs = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        if row.t + 1e-9 < next_sync {
-            continue;
-        }
-        next_sync = row.t + period;
-        let (load, desired, _, _) = row.services[0];
-        let current = if i == 0 { desired } else { rows[i - 1].services[0].1 };
-        let utilization = load / (svc.replica_capacity_rps * f64::from(current.max(1)));
-        syncs.push(HpaSync {
-            at_s: row.t,
-            current,
-            desired,
-            utilization_pct: (utilization * 100.0).round() as i32,
-            load_rps: load,
-        });
-    }
+    assert_eq!(scenario.spec.services.len(), 1, "{}: the spike replay plays one service", scenario.path.display());
+    let mut syncs = hpa_script(scenario).remove(0);
     let before = syncs.iter().rev().find(|s| s.at_s < from_s).cloned().expect("an HPA sync before the window");
     syncs.retain(|s| s.at_s >= from_s && s.at_s < to_s);
     Schedule { before, syncs, from_s, to_s }
+}
+
+/// The utilization an HPA sync wrote to its status, in percent of requests.
+pub fn utilization_pct(sync: &HpaSync) -> Option<i32> {
+    sync.observed.map(|u| (u * 100.0).round() as i32)
+}
+
+pub fn sync_json(sync: &HpaSync) -> Value {
+    json!({"t_s": sync.at_s, "current": sync.current, "desired": sync.desired,
+           "utilization_pct": utilization_pct(sync)})
 }
 
 /// The two PriorityClasses: online pods preempt workers; workers preempt nothing.
@@ -144,9 +110,12 @@ pub async fn play_hpa_sync(client: &Client, sync: &HpaSync) {
 
 async fn write_hpa_status(client: &Client, sync: &HpaSync) {
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "web");
+    let metrics = match utilization_pct(sync) {
+        Some(pct) => json!([{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": pct}}}]),
+        None => json!([]),
+    };
     let status = json!({"status": {"currentReplicas": sync.current, "desiredReplicas": sync.desired,
-        "currentMetrics": [{"type": "Resource", "resource": {"name": "cpu",
-            "current": {"averageUtilization": sync.utilization_pct}}}]}});
+        "currentMetrics": metrics}});
     api.patch_status("nginx", &PatchParams::default(), &Patch::Merge(&status)).await.expect("HPA status patch");
 }
 
@@ -159,6 +128,7 @@ pub async fn fill_with_jobs(
     client: &Client,
     scenario: &Scenario,
     grace_s: u32,
+    release_grace_s: Option<u32>,
 ) -> Vec<(ElasticJob, u32)> {
     cluster::namespace(bed, JOB_NAMESPACE);
     let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
@@ -166,7 +136,12 @@ pub async fn fill_with_jobs(
     let mut jobs = Vec::new();
     for spec in specs {
         let cpu = format!("{}m", spec.worker.resources().cpu_milli);
-        let worker = WorkerPod { cpu: &cpu, priority_class: Some(TRAINING_CLASS), termination_grace_s: grace_s };
+        let worker = WorkerPod {
+            cpu: &cpu,
+            priority_class: Some(TRAINING_CLASS),
+            termination_grace_s: grace_s,
+            release_grace_s,
+        };
         let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
         let job = ElasticJob::start_with(
             bed,

@@ -12,6 +12,13 @@
 //!   pods than were named). The ReplicaSet still prefers pods that are unscheduled, pending or
 //!   not ready over any cost: the names are a preference, which the protocol allows.
 //!
+//! - With a release grace period ([`DeploymentBackend::with_release_grace`], `example-master
+//!   --worker-release`), the workers a shrink removes are gone within it rather than the pods'
+//!   own `terminationGracePeriodSeconds`: once the ReplicaSet has deleted them, the backend
+//!   deletes them again with the shorter grace period (a second delete may only shorten it).
+//!   This is for frameworks whose workers drain in seconds (the master says when one is done);
+//!   the scheduler's preemptions still take the pods' full grace period. It needs `pods delete`.
+//!
 //! [`mark_released`] and [`kube_failure`] are shared with the Kubernetes adapters
 //! (`live::adapters`), which drive Deployments without a master process.
 //!
@@ -21,7 +28,7 @@
 //! rules:
 //! - {apiGroups: [apps], resources: [deployments], verbs: [get]}
 //! - {apiGroups: [apps], resources: [deployments/scale], verbs: [get, patch]}
-//! - {apiGroups: [""], resources: [pods], verbs: [list, patch]}
+//! - {apiGroups: [""], resources: [pods], verbs: [list, patch]}   # + delete with a release grace
 //! ```
 
 use std::collections::BTreeSet;
@@ -49,6 +56,8 @@ pub struct DeploymentBackend {
     name: String,
     deployments: Api<Deployment>,
     pods: Api<Pod>,
+    /// Released workers are deleted again with this grace period (seconds).
+    release_grace_s: Option<u32>,
 }
 
 impl DeploymentBackend {
@@ -59,7 +68,16 @@ impl DeploymentBackend {
             name: name.to_string(),
             deployments: Api::namespaced(client.clone(), namespace),
             pods: Api::namespaced(client, namespace),
+            release_grace_s: None,
         }
+    }
+
+    /// Workers removed by a shrink leave within `grace` (whole seconds, rounded up) instead of
+    /// their pods' termination grace period.
+    pub fn with_release_grace(mut self, grace: std::time::Duration) -> DeploymentBackend {
+        self.release_grace_s =
+            Some(u32::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0)).unwrap_or(u32::MAX));
+        self
     }
 
     /// The Deployment's `metadata.generation`, which grows on every replicas change: a restarted
@@ -168,12 +186,61 @@ impl WorkerBackend for DeploymentBackend {
             .patch_scale(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| self.failed(&format!("setting replicas to {} on", command.target), &e))?;
+        if let (Some(grace), true) = (self.release_grace_s, i64::from(command.target) < i64::from(replicas)) {
+            let owner = format!("deployment {}/{}", self.namespace, self.name);
+            let selector = scale_selector(&self.deployments, &self.name).await;
+            if let Some(selector) = selector {
+                tokio::spawn(shorten_releases(self.pods.clone(), owner, selector, grace));
+            }
+        }
         Ok(())
     }
 }
 
 /// A failed Kubernetes call as a [`BackendError`]: `context` (what was being done), the API
 /// server's message and code (or the error with its causes), and the kind a retry can cure.
+/// How long after a shrink the backend looks for the pods the ReplicaSet deleted.
+const RELEASE_WATCH: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn scale_selector(deployments: &Api<Deployment>, name: &str) -> Option<String> {
+    let scale = deployments.get_scale(name).await.ok()?;
+    scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty())
+}
+
+/// Deletes again, with `grace` seconds, every pod of `selector` that is being deleted with a
+/// longer grace period, for `RELEASE_WATCH` after a shrink (the ReplicaSet deletes them shortly
+/// after the replicas change). Failures are logged: the workers then leave at their own pace.
+async fn shorten_releases(pods: Api<Pod>, owner: String, selector: String, grace: u32) {
+    let started = tokio::time::Instant::now();
+    let mut shortened = BTreeSet::new();
+    while started.elapsed() < RELEASE_WATCH {
+        match pods.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) => {
+                for pod in list.items {
+                    let Some(name) = pod.metadata.name.clone() else { continue };
+                    let longer = pod.metadata.deletion_grace_period_seconds.is_some_and(|g| g > i64::from(grace));
+                    if pod.metadata.deletion_timestamp.is_none() || !longer || shortened.contains(&name) {
+                        continue;
+                    }
+                    let params = kube::api::DeleteParams { grace_period_seconds: Some(grace), ..Default::default() };
+                    match pods.delete(&name, &params).await {
+                        Ok(_) => {
+                            tracing::info!(pod = %name, %owner, grace_s = grace, "released worker deleted with its release grace period");
+                            shortened.insert(name);
+                        }
+                        Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                        Err(e) => {
+                            tracing::warn!(pod = %name, %owner, error = %describe(&e), "could not shorten a released worker's grace period")
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(%owner, error = %describe(&e), "listing released workers"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 pub fn kube_failure(context: impl std::fmt::Display, e: &kube::Error) -> BackendError {
     let (kind, status) = classify(e);
     BackendError::new(format!("{context}: {}", describe(e))).with_kind(kind, status)

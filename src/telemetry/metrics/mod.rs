@@ -61,6 +61,8 @@ pub struct Metrics {
     service_training_cpu: Family<Labels<1>, FloatGauge>,
     job_max: Family<Labels<1>, Gauge>,
     sample_stale_after: FloatGauge,
+    online_waiting: Family<Labels<1>, Gauge>,
+    online_waiting_seconds: Family<Labels<1>, Counter<f64, AtomicU64>>,
     /// Label values set by the last decision, so series of nodes and jobs that are gone are
     /// removed rather than frozen at their last value.
     seen: Mutex<Seen>,
@@ -75,6 +77,9 @@ struct Seen {
     /// decision after decision until the master reports the new target (for ever in a dry run
     /// or while the master is down), and is counted once.
     intents: BTreeMap<String, (u32, Reason)>,
+    /// Online pods waiting per service at the last decision, and its time.
+    waiting: BTreeMap<String, u32>,
+    waiting_at: Option<Duration>,
 }
 
 /// (label value, unit label value, amount) per resource of `r`.
@@ -135,6 +140,8 @@ impl Metrics {
             service_training_cpu: Family::default(),
             job_max: Family::default(),
             sample_stale_after: FloatGauge::default(),
+            online_waiting: Family::default(),
+            online_waiting_seconds: Family::default(),
             seen: Mutex::new(Seen::default()),
         };
         // Series alerts rely on exist at 0 before anything happens.
@@ -316,6 +323,21 @@ impl Metrics {
             Some("seconds"),
             self.sample_stale_after.clone(),
         );
+        add(
+            r,
+            ONLINE_PODS_WAITING,
+            "Online pods waiting for a node (not bound, not being deleted) as of the last decision",
+            None,
+            self.online_waiting.clone(),
+        );
+        add(
+            r,
+            ONLINE_WAITING_POD_SECONDS_TOTAL,
+            "Seconds online pods have waited for a node, summed over pods (pods waiting at a decision times the \
+             time to the next)",
+            None,
+            self.online_waiting_seconds.clone(),
+        );
         self
     }
 
@@ -390,6 +412,8 @@ impl Metrics {
         }
         seen.services = services;
 
+        self.observe_waiting(&mut seen, snap);
+
         let jobs: BTreeSet<String> = snap.jobs.iter().map(|j| j.name.clone()).collect();
         for gone in seen.jobs.difference(&jobs) {
             self.job_workers.remove(&[("job", gone.clone())]);
@@ -412,6 +436,35 @@ impl Metrics {
             self.job_max.get_or_create(&label).set(i64::from(job.max_workers));
         }
         seen.jobs = jobs;
+    }
+
+    /// Online pods waiting for a node, per service, and the pod-seconds they waited since the
+    /// last decision (counted at the previous decision's count: a pod that appears and binds
+    /// between two decisions is not seen). Every configured service has a series from the start.
+    fn observe_waiting(&self, seen: &mut Seen, snap: &Snapshot) {
+        let mut waiting: BTreeMap<String, u32> = snap.services.iter().map(|s| (s.name.clone(), 0)).collect();
+        for pod in &snap.pods {
+            if let (PodClass::Online { service }, None, false) = (&pod.class, &pod.node, pod.terminating) {
+                *waiting.entry(service.clone()).or_default() += 1;
+            }
+        }
+        let elapsed = seen.waiting_at.map_or(0.0, |t| snap.now.saturating_sub(t).as_secs_f64());
+        for (service, before) in &seen.waiting {
+            if !waiting.contains_key(service) {
+                self.online_waiting.remove(&[("service", service.clone())]);
+                self.online_waiting_seconds.remove(&[("service", service.clone())]);
+            } else if *before > 0 {
+                self.online_waiting_seconds
+                    .get_or_create(&[("service", service.clone())])
+                    .inc_by(f64::from(*before) * elapsed);
+            }
+        }
+        for (service, n) in &waiting {
+            self.online_waiting.get_or_create(&[("service", service.clone())]).set(i64::from(*n));
+            let _ = self.online_waiting_seconds.get_or_create(&[("service", service.clone())]);
+        }
+        seen.waiting = waiting;
+        seen.waiting_at = Some(snap.now);
     }
 
     /// Counts one scale command sent to a master by its outcome.

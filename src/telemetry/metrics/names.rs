@@ -60,9 +60,15 @@ pub const SERVICE_TRAINING_CPU_CORES: &str = "colocate_service_training_cpu_core
 pub const JOB_MAX_WORKERS: &str = "colocate_job_max_workers";
 /// Age past which a sample is stale (`run.sample_stale_after`).
 pub const SAMPLE_STALE_AFTER_SECONDS: &str = "colocate_sample_stale_after_seconds";
+/// Online pods waiting for a node (not bound, not being deleted) as of the last decision,
+/// label `service`: the promise broken, or about to be.
+pub const ONLINE_PODS_WAITING: &str = "colocate_online_pods_waiting";
+/// Seconds online pods have waited for a node, summed over pods, label `service`: each
+/// decision adds the pods waiting at the previous one times the time between them.
+pub const ONLINE_WAITING_POD_SECONDS_TOTAL: &str = "colocate_online_waiting_pod_seconds_total";
 
 /// Every metric name, in the order of `/metrics`.
-pub const ALL: [&str; 26] = [
+pub const ALL: [&str; 28] = [
     NODE_RESIDUAL_CAPACITY,
     CLUSTER_RESIDUAL_CAPACITY,
     CPU_ALLOCATION_CORES,
@@ -89,6 +95,8 @@ pub const ALL: [&str; 26] = [
     SERVICE_TRAINING_CPU_CORES,
     JOB_MAX_WORKERS,
     SAMPLE_STALE_AFTER_SECONDS,
+    ONLINE_PODS_WAITING,
+    ONLINE_WAITING_POD_SECONDS_TOTAL,
 ];
 
 /// Values of the `error` label of [`ACTUATIONS_TOTAL`]: `none` for ok, else

@@ -1,0 +1,154 @@
+//! A window of a scenario's spike, replayed the way `tests/spike_replay.rs` plays it on a real
+//! control plane, so that replay and live can be compared figure for figure:
+//! - the services run alone from time 0, and their HPAs make the decisions of the scenario's
+//!   `online-only` replay (the live test plays exactly those: [`hpa_script`]);
+//! - `warmup` before the window the jobs are started as large as fits (in arrival order, each
+//!   asking for `max_workers`, workers spread as kube-scheduler's default scoring spreads them)
+//!   and, under `colocate`, the controller starts, with no load samples of its own yet;
+//! - under `preemption`, a job's ReplicaSet replaces preempted workers at once, up to the
+//!   workers it started with;
+//! - the figures count from the window's start to its end.
+
+use std::time::Duration;
+
+use super::cluster::PodKind;
+use super::engine::World;
+use super::jobs::{Phase, SimJob};
+use super::policy::Policy;
+use super::scenario::Scenario;
+use super::service::HpaState;
+
+/// How a window is played; the live test's configuration, in replay's terms.
+#[derive(Clone, Debug)]
+pub struct WindowSettings {
+    /// Scenario seconds: the window is `[from_s, to_s)`.
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Seconds before the window when the jobs are filled and the controller starts.
+    pub warmup_s: f64,
+    /// How long a released worker keeps its node (the job's release latency); `None`: the
+    /// scenario's.
+    pub release_time: Option<Duration>,
+    /// The controller samples a load signal (Prometheus); without it, HPA status only.
+    pub load_signal: bool,
+}
+
+/// One sync of a service's HPA: what it decided and what it wrote to its status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HpaSync {
+    pub at_s: f64,
+    /// Replicas before the sync (`status.currentReplicas`).
+    pub current: u32,
+    /// Replicas it decided on (`status.desiredReplicas`).
+    pub desired: u32,
+    /// Utilization of the ready pods it saw (`currentMetrics`), if any pod was ready.
+    pub observed: Option<f64>,
+}
+
+/// The HPA syncs of every service in the scenario's `online-only` replay.
+pub fn hpa_script(scenario: &Scenario) -> Vec<Vec<HpaSync>> {
+    World::new(scenario, Policy::OnlineOnly).run(&mut |_| {}).hpa_syncs
+}
+
+/// What a window's replay measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowFigures {
+    /// Summed seconds online pods waited to bind, inside the window.
+    pub online_unschedulable_pod_s: f64,
+    /// Running workers the scheduler preempted inside the window.
+    pub scheduler_preemptions: u64,
+    /// Workers colocate deleted past its deadline inside the window.
+    pub colocate_forced_preemptions: u64,
+    /// Scale intents colocate applied inside the window.
+    pub scale_commands: usize,
+    /// Most online pods pending at once.
+    pub max_pending: u32,
+}
+
+/// Replays the window under `policy` (`colocate` or `preemption`).
+pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
+    let mut world = World::new(scenario, policy);
+    world.window = Some(Window {
+        until: settings.to_s,
+        jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
+        release_time: settings.release_time,
+        load_signal: settings.load_signal,
+        script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
+        filled: false,
+        controller_started: false,
+    });
+    let run = world.run(&mut |_| {});
+    let dt = scenario.spec.step.as_secs_f64();
+    let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
+    let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
+    let (killed0, forced0) = before.map_or((0, 0), |r| (r.killed_by_scheduler, r.forced_by_controller));
+    let last = inside.last().copied();
+    WindowFigures {
+        online_unschedulable_pod_s: inside.iter().map(|r| f64::from(r.pending_online_pods) * dt).sum(),
+        scheduler_preemptions: last.map_or(0, |r| r.killed_by_scheduler - killed0),
+        colocate_forced_preemptions: last.map_or(0, |r| r.forced_by_controller - forced0),
+        scale_commands: run.intents.iter().filter(|(t, _)| *t + 1e-9 >= settings.from_s && *t < settings.to_s).count(),
+        max_pending: inside.iter().map(|r| r.pending_online_pods).max().unwrap_or(0),
+    }
+}
+
+/// The engine's view of a window being played.
+pub(crate) struct Window {
+    /// The run stops here.
+    pub until: f64,
+    /// When the jobs are filled and the controller starts.
+    pub jobs_at: f64,
+    pub release_time: Option<Duration>,
+    pub load_signal: bool,
+    /// Per service, the syncs still to play, the next last.
+    script: Vec<Vec<HpaSync>>,
+    pub filled: bool,
+    pub controller_started: bool,
+}
+
+impl Window {
+    pub fn scripted(&self) -> bool {
+        !self.script.is_empty()
+    }
+
+    /// Plays service `s`'s scripted sync due at `now`, if any: the HPA's status as the script
+    /// says, and the replicas to set.
+    pub fn scripted_sync(&mut self, s: usize, now: f64, hpa: &mut HpaState) -> Option<u32> {
+        let syncs = self.script.get_mut(s)?;
+        let mut played = None;
+        while syncs.last().is_some_and(|sync| sync.at_s <= now + 1e-9) {
+            played = syncs.pop();
+        }
+        let sync = played?;
+        hpa.desired = sync.desired;
+        hpa.observed = sync.observed;
+        hpa.observed_replicas = sync.current;
+        Some(sync.desired)
+    }
+}
+
+/// Starts every job as large as fits, as the live test does: in arrival order, each job's
+/// workers are placed one by one where kube-scheduler's default scoring would put them (the
+/// node with the most room) until one fits nowhere; the job then runs with the workers placed.
+pub(crate) fn fill(world: &mut World) {
+    let mut order: Vec<usize> = (0..world.jobs.len()).collect();
+    order.sort_by_key(|&j| (world.jobs[j].spec.arrival, j));
+    let now = world.now;
+    for j in order {
+        let worker = world.jobs[j].spec.worker.resources();
+        let mut placed = 0;
+        while placed < world.jobs[j].spec.max_workers {
+            let Some(node) = world.cluster.pick_node(&worker, true) else { break };
+            let name = format!("{}-worker-fill-{placed}", world.jobs[j].spec.name);
+            let id = world.cluster.create(name, PodKind::Worker { job: j }, worker, now);
+            world.cluster.bind(id, node, now);
+            placed += 1;
+        }
+        let job: &mut SimJob = &mut world.jobs[j];
+        job.phase = if placed > 0 { Phase::Running } else { Phase::Waiting };
+        job.target = placed;
+    }
+    if let Some(w) = &mut world.window {
+        w.filled = true;
+    }
+}

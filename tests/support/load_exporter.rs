@@ -1,0 +1,119 @@
+//! Serves a scenario service's request rate in real time, as an NGINX exporter serves its
+//! request counter: `GET /metrics` answers `spike_requests_total`, the integral of the
+//! scenario's load from when the exporter started. Scenario time runs with the wall clock from
+//! the window's start (`start_window`); before it, the load holds at the window's first value.
+//! A real Prometheus scrapes it and the controller queries the rate, so the load signal reaches
+//! `colocate run` through the same pipeline as in production.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::routing::get;
+use axum::Router;
+use colocate::sim::load::LoadCurve;
+
+/// Integration step, seconds of scenario time.
+const STEP_S: f64 = 0.05;
+
+pub const METRIC: &str = "spike_requests_total";
+
+struct State {
+    curve: LoadCurve,
+    from_s: f64,
+    /// When scenario time `from_s` was (the window's start), once known.
+    window_start: Option<Instant>,
+    /// Scenario time and counter at the last update.
+    last_t: f64,
+    total: f64,
+    last_update: Instant,
+}
+
+impl State {
+    fn scenario_time(&self, at: Instant) -> f64 {
+        match self.window_start {
+            Some(start) if at >= start => self.from_s + at.duration_since(start).as_secs_f64(),
+            _ => self.from_s,
+        }
+    }
+
+    /// Brings the counter up to `now`: the load integrated over the wall time since the last
+    /// update (before the window, at the window's first value).
+    fn advance(&mut self, now: Instant) {
+        let wall = now.duration_since(self.last_update).as_secs_f64();
+        let to = self.scenario_time(now);
+        let held = (wall - (to - self.last_t)).max(0.0);
+        self.total += held * self.curve.at(self.from_s);
+        let mut t = self.last_t.max(self.from_s);
+        while t < to {
+            let dt = STEP_S.min(to - t);
+            self.total += 0.5 * (self.curve.at(t) + self.curve.at(t + dt)) * dt;
+            t += dt;
+        }
+        self.last_t = to;
+        self.last_update = now;
+    }
+}
+
+pub struct LoadExporter {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl LoadExporter {
+    pub async fn start(curve: LoadCurve, from_s: f64) -> LoadExporter {
+        let now = Instant::now();
+        // An hour of requests already counted: a counter that Prometheus first sees near zero
+        // makes `rate()` assume it started within the window and report less at first, which
+        // reads as a rising load.
+        let total = curve.at(from_s) * 3600.0;
+        let state =
+            Arc::new(Mutex::new(State { curve, from_s, window_start: None, last_t: from_s, total, last_update: now }));
+        let served = state.clone();
+        let app = Router::new().route(
+            "/metrics",
+            get(move || {
+                let state = served.clone();
+                async move {
+                    let mut s = state.lock().unwrap();
+                    s.advance(Instant::now());
+                    format!("# TYPE {METRIC} counter\n{METRIC} {:.3}\n", s.total)
+                }
+            }),
+        );
+        // Its own thread and runtime: the test's runtime blocks on kubectl calls now and then,
+        // and a scrape that times out makes Prometheus mark the series stale, which skews the
+        // rate the controller reads.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        LoadExporter { port, state, stop: Some(stop) }
+    }
+
+    /// Scenario time starts running now.
+    pub fn start_window(&self, at: Instant) {
+        let mut s = self.state.lock().unwrap();
+        s.advance(at);
+        s.window_start = Some(at);
+    }
+}
+
+impl Drop for LoadExporter {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
