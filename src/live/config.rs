@@ -411,6 +411,7 @@ impl RunConfig {
             ("target_utilization", c.target_utilization.to_string()),
             ("safety_margin", c.safety_margin.to_string()),
             ("forecast_horizon", d(c.forecast_horizon)),
+            ("hpa_sync_period", d(c.hpa_sync_period)),
             ("trend_window", d(c.trend_window)),
             ("reserve_tolerance", c.reserve_tolerance.to_string()),
             ("reserve_quantum", c.reserve_quantum.to_string()),

@@ -46,8 +46,9 @@ fn service(extra: &str) -> String {
     format!("services:\n  - name: a\n    namespace: web\n{extra}")
 }
 
-const DURATIONS: [&str; 13] = [
+const DURATIONS: [&str; 14] = [
     "controller.forecast_horizon",
+    "controller.hpa_sync_period",
     "controller.trend_window",
     "controller.grow_stabilization",
     "controller.grow_payback",
@@ -86,6 +87,7 @@ pub fn refusals() -> Vec<Refusal> {
         setting("controller.grow_max_step", "0", "must be at least 1"),
         setting("controller.trend_window", "0s", "must be longer than 0s"),
         setting("controller.trend_window", "0h 0ms", "must be longer than 0s"),
+        setting("controller.hpa_sync_period", "0s", "must be longer than 0s"),
         // The parsing of the file: types, unknown keys.
         setting("controller.grow_max_step", "1.5", "invalid type: floating point `1.5`, expected u32"),
         setting("controller.latency_guard_max_steps", "-1", "invalid type: integer `-1`, expected u32"),

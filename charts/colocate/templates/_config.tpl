@@ -53,6 +53,9 @@ durations are parsed, and the range and consistency checks of Config::validate a
 {{- if eq (include "colocate.durationNs" (list "config.controller.trend_window" $out.trend_window "30s")) "0" }}
 {{- fail "config.controller.trend_window: must be longer than 0s" }}
 {{- end }}
+{{- if eq (include "colocate.durationNs" (list "config.controller.hpa_sync_period" $out.hpa_sync_period "15s")) "0" }}
+{{- fail "config.controller.hpa_sync_period: must be longer than 0s" }}
+{{- end }}
 {{- if gt (float64 (default 0.0 $out.latency_slack_shrink)) (float64 (default 0.1 $out.latency_slack_hold)) }}
 {{- fail (printf "config.controller.latency_slack_shrink: %v is above latency_slack_hold (%v); training would shrink before it stops growing" $out.latency_slack_shrink $out.latency_slack_hold) }}
 {{- end }}
