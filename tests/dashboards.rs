@@ -93,6 +93,8 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
             pod("ds", PodClass::System, 500),
             pod("nginx-0", PodClass::Online { service: "nginx".into() }, 2000),
             pod("a-0", PodClass::Worker { job: "ml/a".into() }, 1000),
+            // An online pod waiting for a node.
+            Pod { node: None, ready: false, ..pod("nginx-1", PodClass::Online { service: "nginx".into() }, 2000) },
         ],
         services: vec![],
         jobs: vec![Job {

@@ -24,8 +24,9 @@ pub struct JobPlan {
     pub released: Vec<(String, Option<usize>)>,
     /// Workers to drop that have no pod yet.
     pub released_unnamed: u32,
-    /// Of `kept_starting`, pending pods that fit nowhere but keep their place while online pods
-    /// wait (replacements of preempted workers: a shrink would only lose them).
+    /// Of `kept_starting`, workers being started (pending pods, or pods not created yet) that fit
+    /// nowhere but keep their place while online pods wait (replacements of preempted workers:
+    /// a shrink would only lose them).
     pub waiting: u32,
     pub gave_way: bool,
     pub held_back: Option<String>,
@@ -226,7 +227,9 @@ impl<'a> Keeping<'a> {
                     plan.kept_starting += 1;
                     return true;
                 }
-                None if self.online_waiting && name.is_some() => {
+                // Named or not: between the scheduler deleting a worker and its controller creating
+                // the replacement, the job shows a worker it is starting with no pod yet.
+                None if self.online_waiting => {
                     plan.kept_starting += 1;
                     plan.waiting += 1;
                     return true;

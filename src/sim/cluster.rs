@@ -17,6 +17,10 @@ use crate::core::Resources;
 
 pub type PodId = u64;
 
+/// kube-scheduler's default backoff of a pod that failed to schedule, seconds.
+const BACKOFF_INITIAL_S: f64 = 1.0;
+const BACKOFF_MAX_S: f64 = 10.0;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodKind {
     System,
@@ -38,6 +42,9 @@ pub struct SimPod {
     pub nominated: Option<usize>,
     /// Picked as a preemption victim (the scheduler's `DisruptionTarget` condition).
     pub preempted: bool,
+    /// Failed scheduling attempts, and when the scheduler tries it again (its backoff).
+    pub attempts: u32,
+    pub retry_at: f64,
 }
 
 impl SimPod {
@@ -120,6 +127,8 @@ impl Cluster {
             leaving_at: None,
             nominated: None,
             preempted: false,
+            attempts: 0,
+            retry_at: 0.0,
         };
         self.pods.insert(id, pod);
         id
@@ -229,6 +238,9 @@ impl Cluster {
         for id in pending {
             // An earlier preemption in this pass may have deleted it (a gang's pending workers).
             let Some(pod) = self.pods.get(&id) else { continue };
+            if pod.retry_at > now + 1e-9 {
+                continue;
+            }
             let requests = pod.requests;
             let online = matches!(pod.kind, PodKind::Online { .. });
             let nominated = pod.nominated;
@@ -242,6 +254,12 @@ impl Cluster {
                 self.bind(id, n, now + delay);
                 continue;
             }
+            // Unschedulable: kube-scheduler tries it again after a backoff that doubles with each
+            // failed attempt, from `podInitialBackoffSeconds` (1 s) to `podMaxBackoffSeconds`
+            // (10 s), so room that frees is seen up to that late.
+            let pod = self.pods.get_mut(&id).expect("pending pod");
+            pod.attempts += 1;
+            pod.retry_at = now + BACKOFF_MAX_S.min(BACKOFF_INITIAL_S * 2f64.powi(pod.attempts as i32 - 1));
             if !online {
                 continue;
             }

@@ -93,19 +93,36 @@ fn a_release_time_longer_than_the_grace_period_is_refused() {
 }
 
 #[test]
-fn window_replay_scratch() {
-    use super::window::{replay_window, WindowSettings};
-    let scenario =
-        Scenario::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"))).unwrap();
-    for (name, release, signal) in [
-        ("hpa-only-grace30", None, false),
-        ("load-signal-grace30", None, true),
-        ("load-signal-fast-release", Some(std::time::Duration::from_secs(5)), true),
-    ] {
-        let s =
-            WindowSettings { from_s: 465.0, to_s: 585.0, warmup_s: 20.0, release_time: release, load_signal: signal };
-        for p in [Policy::Preemption, Policy::Colocate] {
-            eprintln!("{name} {p:?} {:?}", replay_window(&scenario, p, &s));
-        }
-    }
+fn a_window_replays_as_the_live_spike_test_plays_it() {
+    use super::window::{hpa_script, replay_window, WindowSettings};
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
+    let scenario = Scenario::load(path).unwrap();
+    // The HPA script is the online-only run's: 25 -> 50 -> 100 -> 125 at 495, 510 and 525 s.
+    let steps: Vec<(f64, u32, u32)> = hpa_script(&scenario)[0]
+        .iter()
+        .filter(|s| s.desired != s.current && (465.0..585.0).contains(&s.at_s))
+        .map(|s| (s.at_s, s.current, s.desired))
+        .collect();
+    assert_eq!(steps, [(495.0, 25, 50), (510.0, 50, 100), (525.0, 100, 125)]);
+    let settings = |release: Option<u64>, load_signal: bool| WindowSettings {
+        from_s: 465.0,
+        to_s: 585.0,
+        warmup_s: 20.0,
+        release_time: release.map(std::time::Duration::from_secs),
+        load_signal,
+    };
+    // Plain preemption: the new pods preempt workers and wait out their 30 s grace period.
+    let baseline = replay_window(&scenario, Policy::Preemption, &settings(None, false));
+    assert!(baseline.scheduler_preemptions > 20 && baseline.online_unschedulable_pod_s > 2000.0, "{baseline:?}");
+    // colocate with the load signal and masters that release in 5 s: no pod waits, none killed.
+    let fast = replay_window(&scenario, Policy::Colocate, &settings(Some(5), true));
+    assert_eq!(
+        (fast.online_unschedulable_pod_s, fast.scheduler_preemptions, fast.colocate_forced_preemptions),
+        (0.0, 0, 0)
+    );
+    assert!(fast.scale_commands > 0);
+    // With the HPA's status only and 30 s releases, pods wait, though less than under preemption.
+    let slow = replay_window(&scenario, Policy::Colocate, &settings(None, false));
+    assert!(slow.online_unschedulable_pod_s > 0.0, "{slow:?}");
+    assert!(slow.online_unschedulable_pod_s < baseline.online_unschedulable_pod_s, "{slow:?}");
 }

@@ -78,7 +78,7 @@ pub fn figures(
         fill,
         online_pods_created: created.len(),
         online_pods_unschedulable: waits.len(),
-        pending_pod_s: waits.iter().map(|(a, b)| b.duration_since(*a).as_secs_f64()).sum(),
+        pending_pod_s: waits.iter().map(|(a, b)| b.duration_since(*a).as_secs_f64()).sum::<f64>() + 0.0, // an empty sum is -0.0
         max_pending: most_at_once(&waits),
         pending_at_end: online.iter().filter(|r| r.unschedulable_at(end)).count(),
         last_online_bound_s: last_bound,

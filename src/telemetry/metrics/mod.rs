@@ -440,12 +440,14 @@ impl Metrics {
 
     /// Online pods waiting for a node, per service, and the pod-seconds they waited since the
     /// last decision (counted at the previous decision's count: a pod that appears and binds
-    /// between two decisions is not seen). Every configured service has a series from the start.
+    /// between two decisions is not seen). Every service, configured or with online pods, has a
+    /// series from the start.
     fn observe_waiting(&self, seen: &mut Seen, snap: &Snapshot) {
         let mut waiting: BTreeMap<String, u32> = snap.services.iter().map(|s| (s.name.clone(), 0)).collect();
         for pod in &snap.pods {
-            if let (PodClass::Online { service }, None, false) = (&pod.class, &pod.node, pod.terminating) {
-                *waiting.entry(service.clone()).or_default() += 1;
+            if let PodClass::Online { service } = &pod.class {
+                let n = waiting.entry(service.clone()).or_default();
+                *n += u32::from(pod.node.is_none() && !pod.terminating);
             }
         }
         let elapsed = seen.waiting_at.map_or(0.0, |t| snap.now.saturating_sub(t).as_secs_f64());

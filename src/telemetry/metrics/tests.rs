@@ -284,3 +284,24 @@ fn training_cpu_per_service_counts_workers_on_the_services_nodes_only() {
     m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
     assert!(!m.encode().contains("service=\"api\""), "{}", m.encode());
 }
+
+#[test]
+fn online_pods_waiting_and_the_pod_seconds_they_waited() {
+    let m = Metrics::new();
+    let mut core = eager();
+    // nginx-1 waits at 100 s and still at 110 s; at 114 s it is bound.
+    let snap = snapshot("n1");
+    m.observe_decision(&core.decide(&snap), &snap, Duration::ZERO);
+    assert_sample(&m.encode(), "colocate_online_pods_waiting{service=\"nginx\"} 1");
+    assert_sample(&m.encode(), "colocate_online_waiting_pod_seconds_total{service=\"nginx\"} 0.0");
+    let later = Snapshot { now: Duration::from_secs(110), ..snapshot("n1") };
+    m.observe_decision(&core.decide(&later), &later, Duration::ZERO);
+    assert_sample(&m.encode(), "colocate_online_waiting_pod_seconds_total{service=\"nginx\"} 10.0");
+    let mut bound = Snapshot { now: Duration::from_secs(114), ..snapshot("n1") };
+    bound.pods.iter_mut().filter(|p| p.name == "nginx-1").for_each(|p| p.node = Some("n1".into()));
+    m.observe_decision(&core.decide(&bound), &bound, Duration::ZERO);
+    let text = m.encode();
+    assert_sample(&text, "colocate_online_pods_waiting{service=\"nginx\"} 0");
+    // Counted at the previous decision's count: one pod for the 4 s up to this one.
+    assert_sample(&text, "colocate_online_waiting_pod_seconds_total{service=\"nginx\"} 14.0");
+}
