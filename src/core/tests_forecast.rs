@@ -135,3 +135,18 @@ fn release_latency_comes_from_the_slowest_job() {
     let s = snap(0, vec![node("n1", 8000, 32)], vec![], vec![], vec![]);
     assert_eq!(forecast::release_lead(&s, &Config::default()), Duration::from_secs(15));
 }
+
+#[test]
+fn noise_in_a_calm_load_reserves_nothing() {
+    let mut core = Core::new(exact());
+    // Calibrated on 500/s over 10 replicas at 50%; then the rate reads 500.3/s and rises by
+    // hundredths: 10.006 replicas' worth is noise, not an eleventh replica.
+    core.decide(&web(100, 10, 0.5, samples(0, 100, |_| 500.0), vec![], vec![]));
+    let noisy = samples(0, 110, |t| if t > 100 { 500.3 + 0.01 * (t - 100) as f64 } else { 500.0 });
+    let d = core.decide(&web(110, 10, 0.5, noisy, vec![], vec![]));
+    assert_eq!(need(&d, "web").expected, 10, "{:?}", need(&d, "web"));
+    // 3% more is not noise.
+    let more = samples(0, 110, |t| if t > 100 { 515.0 } else { 500.0 });
+    let d = core.decide(&web(110, 10, 0.5, more, vec![], vec![]));
+    assert_eq!(need(&d, "web").expected, 11, "{:?}", need(&d, "web"));
+}
