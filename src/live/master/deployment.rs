@@ -171,6 +171,8 @@ impl WorkerBackend for DeploymentBackend {
     async fn scale(&self, command: &ScaleCommand) -> Result<(), BackendError> {
         let scale = self.deployments.get_scale(&self.name).await.map_err(|e| self.failed("reading /scale of", &e))?;
         let replicas = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
+        // On a shrink: who owns the workers and how to find them, for the marks and the release.
+        let mut shrink = None;
         if i64::from(command.target) < i64::from(replicas) {
             let Some(selector) = scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty()) else {
                 return Err(BackendError::new(format!(
@@ -180,32 +182,22 @@ impl WorkerBackend for DeploymentBackend {
             };
             let owner = format!("deployment {}/{}", self.namespace, self.name);
             mark_released(&self.pods, &self.namespace, &owner, &command.release_pods, &selector).await?;
+            shrink = Some((owner, selector));
         }
         let patch = json!({"spec": {"replicas": command.target}});
         self.deployments
             .patch_scale(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| self.failed(&format!("setting replicas to {} on", command.target), &e))?;
-        if let (Some(grace), true) = (self.release_grace_s, i64::from(command.target) < i64::from(replicas)) {
-            let owner = format!("deployment {}/{}", self.namespace, self.name);
-            let selector = scale_selector(&self.deployments, &self.name).await;
-            if let Some(selector) = selector {
-                tokio::spawn(shorten_releases(self.pods.clone(), owner, selector, grace));
-            }
+        if let (Some(grace), Some((owner, selector))) = (self.release_grace_s, shrink) {
+            tokio::spawn(shorten_releases(self.pods.clone(), owner, selector, grace));
         }
         Ok(())
     }
 }
 
-/// A failed Kubernetes call as a [`BackendError`]: `context` (what was being done), the API
-/// server's message and code (or the error with its causes), and the kind a retry can cure.
 /// How long after a shrink the backend looks for the pods the ReplicaSet deleted.
 const RELEASE_WATCH: std::time::Duration = std::time::Duration::from_secs(10);
-
-async fn scale_selector(deployments: &Api<Deployment>, name: &str) -> Option<String> {
-    let scale = deployments.get_scale(name).await.ok()?;
-    scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty())
-}
 
 /// Deletes again, with `grace` seconds, every pod of `selector` that is being deleted with a
 /// longer grace period, for `RELEASE_WATCH` after a shrink (the ReplicaSet deletes them shortly
@@ -241,6 +233,8 @@ async fn shorten_releases(pods: Api<Pod>, owner: String, selector: String, grace
     }
 }
 
+/// A failed Kubernetes call as a [`BackendError`]: `context` (what was being done), the API
+/// server's message and code (or the error with its causes), and the kind a retry can cure.
 pub fn kube_failure(context: impl std::fmt::Display, e: &kube::Error) -> BackendError {
     let (kind, status) = classify(e);
     BackendError::new(format!("{context}: {}", describe(e))).with_kind(kind, status)
