@@ -16,7 +16,13 @@
 //!   - `load-signal-grace30`: plus a real Prometheus scraping an exporter that serves the
 //!     scenario's request rate in real time, which the controller queries as in production;
 //!   - `load-signal-fast-release`: plus masters whose released workers are gone within 5 s
-//!     (they announce `worker_release_s: 5`).
+//!     (they announce `worker_release_s: 5`);
+//!   - `hpa-only-grace30-never`, `load-signal-grace30-never`: the grace30 configurations with
+//!     online pods that do not preempt (their PriorityClass says `preemptionPolicy: Never`): they
+//!     wait for the room colocate frees, and its release deadline is the backstop.
+//!
+//! Under colocate the service's PriorityClass takes the scenario's `preemption_policy` unless
+//! the configuration says `Never`; the baseline always preempts.
 //!
 //! Each configuration is also replayed (`colocate::sim::window`) with the same settings, and
 //! `target/test-reports/spike_replay.json` has both side by side. Environment:
@@ -28,6 +34,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use colocate::sim::scenario::PreemptionPolicy;
 use colocate::sim::window::{replay_window, WindowFigures, WindowSettings};
 use colocate::sim::{Policy, Scenario};
 use serde_json::{json, Value};
@@ -56,17 +63,23 @@ struct SpikeConfig {
     load_signal: bool,
     /// The masters release workers within this many seconds (else: the pods' grace period).
     release_s: Option<u32>,
+    /// Online pods do not preempt (`preemptionPolicy: Never`), whatever the scenario says.
+    online_never: bool,
 }
 
-const CONFIGS: [SpikeConfig; 3] = [
-    SpikeConfig { name: "hpa-only-grace30", load_signal: false, release_s: None },
-    SpikeConfig { name: "load-signal-grace30", load_signal: true, release_s: None },
-    SpikeConfig { name: "load-signal-fast-release", load_signal: true, release_s: Some(5) },
+const CONFIGS: [SpikeConfig; 5] = [
+    SpikeConfig { name: "hpa-only-grace30", load_signal: false, release_s: None, online_never: false },
+    SpikeConfig { name: "load-signal-grace30", load_signal: true, release_s: None, online_never: false },
+    SpikeConfig { name: "load-signal-fast-release", load_signal: true, release_s: Some(5), online_never: false },
+    SpikeConfig { name: "hpa-only-grace30-never", load_signal: false, release_s: None, online_never: true },
+    SpikeConfig { name: "load-signal-grace30-never", load_signal: true, release_s: None, online_never: true },
 ];
 
 /// What the test plays, from the environment.
 struct Plan {
     scenario: Scenario,
+    /// The same scenario with every service's pods non-preempting, for `online_never`.
+    scenario_never: Scenario,
     window: (f64, f64),
     configs: Vec<SpikeConfig>,
 }
@@ -76,6 +89,10 @@ fn plan() -> Plan {
     let file = std::env::var("COLOCATE_SPIKE_SCENARIO").unwrap_or_else(|_| DEFAULT_SCENARIO.into());
     let path = if PathBuf::from(&file).is_absolute() { PathBuf::from(&file) } else { root.join(&file) };
     let scenario = Scenario::load(&path).unwrap_or_else(|e| panic!("COLOCATE_SPIKE_SCENARIO: {e}"));
+    let mut scenario_never = Scenario::load(&path).unwrap_or_else(|e| panic!("COLOCATE_SPIKE_SCENARIO: {e}"));
+    for svc in &mut scenario_never.spec.services {
+        svc.preemption_policy = PreemptionPolicy::Never;
+    }
     let window = match std::env::var("COLOCATE_SPIKE_WINDOW") {
         Ok(w) => {
             let parsed = w.split_once("..").and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
@@ -109,7 +126,7 @@ fn plan() -> Plan {
         "{}: sets controller keys; the live controller runs with its defaults here",
         path.display()
     );
-    Plan { scenario, window, configs }
+    Plan { scenario, scenario_never, window, configs }
 }
 
 /// Live and replay figures of one configuration.
@@ -134,7 +151,9 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
     let mut took = vec![baseline_took];
     for config in &plan.configs {
         let t = Instant::now();
-        let live_colocate = run(scenario, &schedule, Some(*config)).await;
+        // What colocate's runs see: the scenario, or its non-preempting twin.
+        let played = if config.online_never { &plan.scenario_never } else { scenario };
+        let live_colocate = run(played, &schedule, Some(*config)).await;
         took.push(t.elapsed());
         let settings = |warmup_s: f64| WindowSettings {
             from_s: plan.window.0,
@@ -142,9 +161,11 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             warmup_s,
             release_time: config.release_s.map(|s| Duration::from_secs(u64::from(s))),
             load_signal: config.load_signal,
+            // The live controller has no latency query here, so its latency guard never shrinks.
+            latency_signal: false,
         };
         let replay_preemption = replay_window(scenario, Policy::Preemption, &settings(WARM_UP.as_secs_f64()));
-        let replay_colocate = replay_window(scenario, Policy::Colocate, &settings(live_colocate.warmup_s));
+        let replay_colocate = replay_window(played, Policy::Colocate, &settings(live_colocate.warmup_s));
         compared.push(Compared { config: *config, live_colocate, replay_preemption, replay_colocate });
     }
 
@@ -219,7 +240,9 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         let prometheus = Prometheus::start(signal_dir.path(), free_port(), &prometheus_config).await;
         signal = Some((exporter, prometheus));
     }
-    spike::priority_classes(&bed);
+    // The baseline always preempts; under colocate the service's policy holds.
+    let online_never = config.is_some() && scenario.spec.services[0].preemption_policy == PreemptionPolicy::Never;
+    spike::priority_classes(&bed, online_never);
     spike::nodes(&bed, scenario);
     let recorder = PodRecorder::start(client.clone()).await;
     let svc = &scenario.spec.services[0];

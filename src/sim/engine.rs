@@ -229,6 +229,7 @@ impl<'a> World<'a> {
         let (_, ready) = self.replica_counts(s);
         let p99 = p99_seconds(svc, utilization(svc, self.services[s].load, ready));
         let load_signal = self.window.as_ref().is_none_or(|w| w.load_signal);
+        let latency_signal = self.window.as_ref().is_none_or(|w| w.latency_signal);
         let state = &mut self.services[s];
         if load_signal {
             state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: rate });
@@ -236,7 +237,7 @@ impl<'a> World<'a> {
         while state.samples.front().is_some_and(|x| x.at.as_secs_f64() < now - SAMPLE_HISTORY) {
             state.samples.pop_front();
         }
-        state.p99_sample = Some(p99);
+        state.p99_sample = latency_signal.then_some(p99);
     }
 
     /// A finished job's workers exit at once.

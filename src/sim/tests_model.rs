@@ -110,6 +110,7 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
         warmup_s: 20.0,
         release_time: release.map(std::time::Duration::from_secs),
         load_signal,
+        latency_signal: false,
     };
     // Plain preemption: the new pods preempt workers and wait out their 30 s grace period.
     let baseline = replay_window(&scenario, Policy::Preemption, &settings(None, false));

@@ -31,6 +31,9 @@ pub struct WindowSettings {
     pub release_time: Option<Duration>,
     /// The controller samples a load signal (Prometheus); without it, HPA status only.
     pub load_signal: bool,
+    /// The controller samples the service's p99 (a latency query). Without it the latency
+    /// guard sees the p99 as unknown: it holds growth but never shrinks on latency.
+    pub latency_signal: bool,
 }
 
 /// One sync of a service's HPA: what it decided and what it wrote to its status.
@@ -73,6 +76,7 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
         jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
         release_time: settings.release_time,
         load_signal: settings.load_signal,
+        latency_signal: settings.latency_signal,
         script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
         filled: false,
         controller_started: false,
@@ -100,6 +104,7 @@ pub(crate) struct Window {
     pub jobs_at: f64,
     pub release_time: Option<Duration>,
     pub load_signal: bool,
+    pub latency_signal: bool,
     /// Per service, the syncs still to play, the next last.
     script: Vec<Vec<HpaSync>>,
     pub filled: bool,

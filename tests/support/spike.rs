@@ -55,9 +55,11 @@ pub fn sync_json(sync: &HpaSync) -> Value {
            "utilization_pct": utilization_pct(sync)})
 }
 
-/// The two PriorityClasses: online pods preempt workers; workers preempt nothing.
-pub fn priority_classes(bed: &Testbed) {
-    for (name, value, policy) in [(ONLINE_CLASS, 100_000, "PreemptLowerPriority"), (TRAINING_CLASS, 100, "Never")] {
+/// The two PriorityClasses: online pods preempt workers unless `online_never`; workers preempt
+/// nothing.
+pub fn priority_classes(bed: &Testbed, online_never: bool) {
+    let online = if online_never { "Never" } else { "PreemptLowerPriority" };
+    for (name, value, policy) in [(ONLINE_CLASS, 100_000, online), (TRAINING_CLASS, 100, "Never")] {
         bed.kubectl_apply(&json!({
             "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": name}, "value": value, "preemptionPolicy": policy
