@@ -14,6 +14,9 @@ fn main() -> ExitCode {
         Command::CheckConfig { file } => match colocate::live::config::check_file(&file) {
             Ok(config) => {
                 print!("{}", config.describe());
+                for warning in config.warnings() {
+                    eprintln!("warning: {warning}");
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {

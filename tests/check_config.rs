@@ -109,3 +109,23 @@ fn missing_file_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/no/such/colocate.yaml: cannot read the configuration"), "{err}");
 }
+
+#[test]
+fn a_token_file_that_cannot_be_read_here_is_a_warning_naming_it() {
+    let yaml = GOOD.replace("run:\n", "run:\n  master_token_file: /no/such/token\n");
+    let (_d, _p, code, out, err) = check(&yaml, &[]);
+    assert_eq!(code, Some(0), "valid configuration: {err}");
+    assert!(out.contains("/no/such/token"), "{out}");
+    assert!(
+        err.contains("warning: run.master_token_file: /no/such/token: No such file or directory")
+            && err.contains("refuses to start"),
+        "{err}"
+    );
+    // An empty token is refused by `run` too.
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "\n").unwrap();
+    let yaml = GOOD.replace("run:\n", &format!("run:\n  master_token_file: {}\n", token.display()));
+    let (_d, _p, code, _out, err) = check(&yaml, &[]);
+    assert_eq!((code, err.contains("the file is empty")), (Some(0), true), "{err}");
+}

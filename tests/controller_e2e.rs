@@ -129,6 +129,33 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     assert!(describe.contains("colocate.dev/last-decision"), "no decision annotation: {describe}");
     let events = bed.kubectl_run(&["get", "events.events.k8s.io", "-n", "ml", "-o", "jsonpath={.items[*].reason}"]);
     assert!(events.contains("Shrink") && events.contains("Grow"), "events: {events}");
+    // The newest Event about the job says what its annotation says: the latest decision, not the
+    // first of a series of different ones.
+    let bed_ref = &bed;
+    eventually(Duration::from_secs(10), "the newest event to match the last-decision annotation", || async move {
+        let listed = bed_ref.kubectl_run(&["get", "events.events.k8s.io", "-n", "ml", "-o", "json"]);
+        let events: serde_json::Value = serde_json::from_str(&listed).unwrap();
+        let at = |e: &serde_json::Value| {
+            e["series"]["lastObservedTime"].as_str().or(e["eventTime"].as_str()).unwrap_or_default().to_string()
+        };
+        let newest = events["items"]
+            .as_array()?
+            .iter()
+            .filter(|e| e["regarding"]["name"] == "ja-master" && (e["reason"] == "Shrink" || e["reason"] == "Grow"))
+            .max_by_key(|e| at(e))?;
+        let note = newest["note"].as_str()?.to_string();
+        let annotation = bed_ref.kubectl_run(&[
+            "get",
+            "service",
+            "-n",
+            "ml",
+            "ja-master",
+            "-o",
+            "jsonpath={.metadata.annotations.colocate\\.dev/last-decision}",
+        ]);
+        annotation.trim_end().ends_with(&note).then_some(())
+    })
+    .await;
     assert!(controller.metric("colocate_intents_total{reason=\"online-headroom\"}").await >= 1.0);
     assert!(controller.metric("colocate_actuations_total{outcome=\"ok\",error=\"none\"}").await >= 2.0);
 }

@@ -63,7 +63,7 @@ pub struct Args {
     #[arg(long, env = "COLOCATE_MASTER_WORKER_RELEASE", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub worker_release: Option<Duration>,
     /// Address to serve master protocol v1 on.
-    #[arg(long, env = "COLOCATE_MASTER_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "COLOCATE_MASTER_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:8090")]
     pub listen: SocketAddr,
     /// File holding the bearer token every request must carry (a mounted Secret); without it,
     /// requests need no token.
@@ -176,7 +176,7 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
 
     let listener = TcpListener::bind(args.listen)
         .await
-        .with_context(|| format!("listening on {}", args.listen))
+        .with_context(|| format!("cannot listen on {} for master protocol v1 (set another with --listen)", args.listen))
         .map_err(Runtime)?;
     let addr = listener.local_addr().context("reading the listening address").map_err(Runtime)?;
     let shutdown = shutdown_signal().map_err(Runtime)?;

@@ -102,7 +102,10 @@ pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration)
                     format!("HPA desired {desired} > {} replicas (status current {})", expected, h.current_replicas);
                 expected = desired;
             }
-            expected = expected.max(h.current_replicas);
+            // Replicas the HPA counted that are gone (evicted, not yet replaced) come back; but
+            // when it scales down, `current` is what it is removing: reserving for it would
+            // shrink training for pods about to go.
+            expected = expected.max(h.current_replicas.min(desired));
             if let Some(g) = hpa_growth(svc, h, c.ready, snap.now, calibration.per_replica(&svc.name), lead, config) {
                 rising = g.rising;
                 if let Some(r) = g.replicas.filter(|r| *r > expected) {

@@ -150,3 +150,27 @@ fn noise_in_a_calm_load_reserves_nothing() {
     let d = core.decide(&web(110, 10, 0.5, more, vec![], vec![]));
     assert_eq!(need(&d, "web").expected, 11, "{:?}", need(&d, "web"));
 }
+
+#[test]
+fn an_hpa_scaling_down_reserves_nothing_for_the_pods_it_removes() {
+    // The HPA went from 6 to 2 (desired 2, current 6 until its next sync); 2 pods remain. The
+    // job on the other node keeps its room. With desired 6 over current 2, the 4 missing pods
+    // are reserved.
+    let replica = res(1000, 1);
+    let w = res(1000, 1);
+    let decide = |current: u32, desired: u32| {
+        let pods: Vec<Pod> = (0..2).map(|i| online(&format!("web-{i}"), "web", "n1", replica)).collect();
+        let mut all = pods;
+        all.extend(workers("a", "n2", 0..8, w));
+        let hpa = Hpa { metric: Some(HpaMetric { current: 0.3, target: 0.6 }), ..hpa(2, 6, current, desired) };
+        let svc = Service { hpa: Some(hpa), ..service("web", replica) };
+        let s =
+            snap(100, vec![node("n1", 8000, 32), node("n2", 8000, 32)], all, vec![svc], vec![job("a", w, 1, 12, 8)]);
+        decide_once(exact(), &s)
+    };
+    let d = decide(6, 2);
+    assert_eq!(need(&d, "web").expected, 2, "{:?}", need(&d, "web"));
+    assert!(intent(&d, "a").is_none_or(|i| i.target >= 8), "{:?}", d.intents);
+    let d = decide(2, 6);
+    assert_eq!(need(&d, "web").expected, 6, "{:?}", need(&d, "web"));
+}

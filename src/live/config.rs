@@ -14,6 +14,10 @@ use crate::core::Config;
 use crate::live::selector::LabelSelector;
 use crate::yaml::{self, InputError};
 
+/// Where `run` serves /metrics unless told: loopback, as nothing outside the host needs it
+/// there (in a pod the chart sets `0.0.0.0`); not the port `example-master` listens on.
+pub const DEFAULT_METRICS_ADDR: ([u8; 4], u16) = ([127, 0, 0, 1], 8080);
+
 /// Flags of `colocate run`; each has an environment variable, and every one may also be given
 /// in the config file's `run:` block.
 #[derive(Debug, Clone, Default, Args)]
@@ -24,7 +28,8 @@ pub struct RunFlags {
     /// Decide and export intents without acting on any job.
     #[arg(long, env = "COLOCATE_DRY_RUN")]
     pub dry_run: bool,
-    /// Address of the /metrics, /healthz and /readyz server.
+    /// Address of the /metrics, /healthz and /readyz server [default: 127.0.0.1:8080; the chart
+    /// sets 0.0.0.0:<metrics.port> so that Prometheus and the kubelet's probes reach it].
     #[arg(long, env = "COLOCATE_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     /// Log format: text or json.
@@ -281,7 +286,7 @@ impl RunConfig {
         let config = RunConfig {
             controller: file.controller.clone(),
             dry_run: flags.dry_run || run.dry_run.unwrap_or(false),
-            metrics_addr: flags.metrics_addr.or(run.metrics_addr).unwrap_or(([0, 0, 0, 0], 8080).into()),
+            metrics_addr: flags.metrics_addr.or(run.metrics_addr).unwrap_or(DEFAULT_METRICS_ADDR.into()),
             log_format: flags.log_format.or(run.log_format).unwrap_or(LogFormat::Text),
             tick: flags.tick.or(run.tick).unwrap_or(Duration::from_secs(10)),
             debounce: flags.debounce.or(run.debounce).unwrap_or(Duration::from_millis(50)),
@@ -471,6 +476,29 @@ impl RunConfig {
     }
 }
 
+impl RunConfig {
+    /// What is valid but will not work where `check-config` runs: files `run` reads at start
+    /// that are missing or empty here (in a pod they are usually mounted Secrets).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(path) = &self.master_token_file {
+            let problem = match std::fs::read_to_string(path) {
+                Err(e) => Some(e.to_string()),
+                Ok(text) if text.trim().is_empty() => Some("the file is empty".to_string()),
+                Ok(_) => None,
+            };
+            if let Some(problem) = problem {
+                out.push(format!(
+                    "run.master_token_file: {}: {problem}; `colocate run` refuses to start unless it can read a \
+                     token there (in a pod: mount the Secret at that path)",
+                    path.display()
+                ));
+            }
+        }
+        out
+    }
+}
+
 /// Loads only the file, for `check-config FILE`.
 pub fn check_file(path: &Path) -> Result<RunConfig, InputError> {
     let flags = RunFlags { config: Some(path.to_path_buf()), ..RunFlags::default() };
@@ -493,7 +521,7 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Json);
         assert!(c.dry_run, "dry run from the file");
         assert_eq!(c.lease_namespace, "colocate-system", "the pod's namespace when nothing else is set");
-        assert_eq!(c.metrics_addr, SocketAddr::from(([0, 0, 0, 0], 8080)), "default");
+        assert_eq!(c.metrics_addr, SocketAddr::from(([127, 0, 0, 1], 8080)), "default");
         let no_file = RunConfig::resolve(&RunFlags::default(), None).unwrap();
         assert_eq!((no_file.tick, no_file.debounce), (Duration::from_secs(10), Duration::from_millis(50)));
         assert_eq!(no_file.controller, Config::default());

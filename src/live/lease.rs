@@ -18,8 +18,9 @@
 //!
 //! # Safety: never two leaders
 //!
-//! Leadership is published on a [`watch`] channel ([`LeaderElector::subscribe`]); the actuator
-//! sends a command only while it reads `true`. A write that made us the holder was built at
+//! Leadership is published on a [`watch`] channel ([`LeaderElector::subscribe`]); every write
+//! the controller makes (scale commands, forced deletions, Events, annotations) reads it at the
+//! moment the write goes out, through `controller::gate::WriteGate`. A write that made us the holder was built at
 //! instant `t` (taken *before* reading the clock for `renewTime`), so the Lease cannot expire for
 //! the other replicas before `renewTime + lease_duration >= t + lease_duration`. We publish `true`
 //! only until `t + renew_deadline` (`renew_deadline < lease_duration`) unless a later renew
@@ -30,9 +31,8 @@
 //! Assumption (clock skew): a follower judges expiry by comparing the Lease's `renewTime`, written
 //! with the leader's wall clock, against its own wall clock. The guarantee above therefore holds
 //! as long as the replicas' wall clocks differ by less than `lease_duration - renew_deadline`
-//! (5 s with the defaults; NTP keeps nodes within milliseconds), and as long as the actuator stops
-//! acting within that margin of reading `false` (bound the timeout of a command to the master by
-//! it). Elapsed time on our own side (deadlines, sleeps) uses the monotonic clock.
+//! (5 s with the defaults; NTP keeps nodes within milliseconds), and as long as a write ends within
+//! that margin of reading `true` (the gate abandons one that would not). Elapsed time on our own side (deadlines, sleeps) uses the monotonic clock.
 //!
 //! # Liveness
 //!
@@ -315,6 +315,8 @@ impl LeaderElector {
         let mut shutdown = std::pin::pin!(shutdown);
         // While leading: the instant after which we must no longer act unless a renew succeeds.
         let mut deadline: Option<Instant> = None;
+        // The holder we last said we follow: logged once per change, not at every retry.
+        let mut following: Option<Option<String>> = None;
         let cfg = &self.config;
         loop {
             let started = Instant::now();
@@ -330,6 +332,7 @@ impl LeaderElector {
                         if deadline.is_none() {
                             tracing::info!(identity = %cfg.identity, lease = %cfg.name, "became leader");
                         }
+                        following = None;
                         deadline = Some(until);
                         self.publish(true);
                     } else {
@@ -340,6 +343,11 @@ impl LeaderElector {
                 Ok(Attempt::Following { holder }) => {
                     let why = format!("lease held by {}", holder.as_deref().unwrap_or("<nobody>"));
                     self.step_down(&mut deadline, &why);
+                    if following.as_ref() != Some(&holder) {
+                        tracing::info!(identity = %cfg.identity, lease = %self.describe(),
+                            "following: {why}; this replica watches and decides but writes nothing until it leads");
+                        following = Some(holder);
+                    }
                     started + cfg.retry_period
                 }
                 Err(e) => {

@@ -8,6 +8,10 @@
 //! the shrink deadline: `release_deadline` after the room was first asked for. Past it, bound
 //! workers beyond what the latest decision wants (never below the floor) are deleted and counted
 //! as forced preemptions, whether the master accepted and did not act, failed, or hung.
+//!
+//! Every command and deletion goes through the lease gate ([`WriteGate`]) as it is sent: one
+//! dropped because this replica no longer leads is not a failure (no backoff); the deadline it
+//! set is dropped when due, as its deletions would be.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +26,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::forced::{self, Victim};
+use super::gate::{Dropped, Write, WriteGate};
 use super::poller::Poller;
 use super::record::{DecisionRecorder, Record};
 use crate::core::ScaleIntent;
@@ -93,7 +98,8 @@ struct Sent {
     target: u32,
     intent: ScaleIntent,
     bounded: Bounded,
-    result: Result<ScaleAccepted, MasterError>,
+    /// The master's answer; `Err` when the gate did not let the command out.
+    result: Result<Result<ScaleAccepted, MasterError>, Dropped>,
 }
 
 pub struct Actuator {
@@ -103,6 +109,7 @@ pub struct Actuator {
     pub poller: Arc<Poller>,
     pub metrics: Arc<Metrics>,
     pub recorder: Arc<DecisionRecorder>,
+    pub gate: Arc<WriteGate>,
 }
 
 impl Actuator {
@@ -203,13 +210,16 @@ impl Actuator {
                 if shrink { intent.release_pods.iter().map(|p| bare(p)).collect() } else { vec![] };
             let deadline_s = if shrink { self.config.release_deadline.as_secs() } else { 0 };
             let command = ScaleCommand::new(target, intent.reason.as_str(), deadline_s).with_release_pods(release);
-            let (intent, bounded, done, timeout) =
-                (intent.clone(), bounded.clone(), done.clone(), self.config.command_timeout);
+            let (intent, bounded, done, timeout, gate) =
+                (intent.clone(), bounded.clone(), done.clone(), self.config.command_timeout, self.gate.clone());
             commands.spawn(async move {
-                let result = match tokio::time::timeout(timeout, bounded.job.endpoint.scale(&command)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(MasterError::Timeout { attempts: 0, timeout }),
+                let send = async {
+                    match tokio::time::timeout(timeout, bounded.job.endpoint.scale(&command)).await {
+                        Ok(r) => r,
+                        Err(_) => Err(MasterError::Timeout { attempts: 0, timeout }),
+                    }
                 };
+                let result = gate.write(Write::Scale, &intent.job, send).await;
                 let key = intent.job.clone();
                 let _ = done.send(Sent { key, target, intent, bounded, result });
             });
@@ -217,11 +227,18 @@ impl Actuator {
     }
 
     async fn finish(&self, sent: Sent, states: &mut BTreeMap<String, JobState>) {
-        self.metrics.record_actuation(&sent.result);
         let state = states.entry(sent.key.clone()).or_default();
         state.in_flight = false;
+        let result = match sent.result {
+            Ok(answer) => answer,
+            // Not sent: nothing failed, and the next leader decides afresh.
+            Err(Dropped::NotLeader) => return,
+            // Abandoned mid-way: the master may or may not have applied it, as after a timeout.
+            Err(Dropped::OutlastedLease(timeout)) => Err(MasterError::Timeout { attempts: 0, timeout }),
+        };
+        self.metrics.record_actuation(&result);
         let intent = &sent.intent;
-        match sent.result {
+        match result {
             Ok(answer) => {
                 state.accepted = Some((answer.accepted_target, answer.generation));
                 state.failures = 0;
@@ -319,13 +336,17 @@ impl Actuator {
                 preconditions: Some(Preconditions { uid: v.uid.clone(), resource_version: None }),
                 ..DeleteParams::default()
             };
-            match api.delete(&v.name, &params).await {
-                Ok(_) => deleted.push(v.name.clone()),
+            let what = format!("{namespace}/{}", v.name);
+            match self.gate.write(Write::Delete, &what, api.delete(&v.name, &params)).await {
+                Ok(Ok(_)) => deleted.push(v.name.clone()),
                 // Gone or replaced meanwhile: it is not holding the room any more either.
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(e) => {
+                Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => {}
+                Ok(Err(e)) => {
                     tracing::warn!(pod = %v.name, namespace, error = %e, "could not delete a worker past its deadline")
                 }
+                // Not leading: the rest would be dropped too.
+                Err(Dropped::NotLeader) => break,
+                Err(Dropped::OutlastedLease(_)) => {}
             }
         }
         deleted

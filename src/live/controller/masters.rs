@@ -146,6 +146,21 @@ fn found_master(
     Ok(FoundMaster { job, url, object, overrides })
 }
 
+/// What to do about a master whose address does not resolve because it is a Service's
+/// in-cluster name and colocate runs outside the cluster (`run` on a laptop against a test
+/// cluster). Pure.
+pub fn unresolved_hint(url: &str, error: &str) -> Option<String> {
+    let host = reqwest::Url::parse(url).ok()?.host_str()?.to_string();
+    let in_cluster = host.ends_with(".svc") || host.contains(".svc.");
+    let dns = ["dns error", "failed to lookup address", "Name or service not known"].iter().any(|m| error.contains(m));
+    (in_cluster && dns).then(|| {
+        format!(
+            "{host} resolves only inside the cluster; running colocate outside it, annotate the master Service \
+             with {MASTER_URL_ANNOTATION} set to a URL this machine can reach (a port-forward, say)"
+        )
+    })
+}
+
 /// Where a master Service points and which job it runs. Pure.
 fn master_of_service(s: &Service) -> Result<FoundMaster, String> {
     found_master(job_object("Service", &s.metadata), &s.metadata, |object| {
@@ -177,6 +192,16 @@ fn master_of_pod(p: &Pod) -> Result<Option<FoundMaster>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_in_cluster_name_that_does_not_resolve_gets_the_annotation_hint() {
+        let dns = "error sending request: client error (Connect): dns error: failed to lookup address information: \
+                   Name or service not known";
+        let hint = super::unresolved_hint("http://m.ml.svc:8080", dns).expect("a hint");
+        assert!(hint.contains("m.ml.svc resolves only inside the cluster") && hint.contains("colocate.dev/master-url"));
+        assert_eq!(super::unresolved_hint("http://m.ml.svc:8080", "connection refused"), None, "not a DNS failure");
+        assert_eq!(super::unresolved_hint("http://master.example.com:8080", dns), None, "not an in-cluster name");
+    }
+
     use serde_json::json;
 
     use super::*;

@@ -11,7 +11,9 @@
 
 pub mod actuator;
 pub mod decider;
+pub mod events;
 pub mod forced;
+pub mod gate;
 pub mod jobs;
 pub mod masters;
 pub mod poller;
@@ -46,8 +48,12 @@ use crate::telemetry::{self, Health, Metrics};
 /// What stops `run` from starting; everything later is logged and retried instead.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr} for /metrics: {source}")]
-    Listen { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("cannot listen on {addr} for /metrics (set another with --metrics-addr or run.metrics_addr)")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     MasterToken(#[from] ClientConfigError),
     #[error("leader election: {0}")]
@@ -118,6 +124,8 @@ pub async fn run(
     let identity = default_identity();
     let lease =
         LeaseConfig::with_duration(&config.lease_namespace, &config.lease_name, &identity, config.lease_duration);
+    // No other replica may lead sooner than this after we stop publishing leadership.
+    let margin = lease.lease_duration.saturating_sub(lease.renew_deadline);
     let elector = Arc::new(
         LeaderElector::new(Api::<Lease>::namespaced(client.clone(), &config.lease_namespace), lease)
             .map_err(|e| StartError::Lease(e.to_string()))?,
@@ -219,6 +227,9 @@ pub async fn run(
     });
 
     let (actuation_tx, actuation_rx) = watch::channel(Actuation::default());
+    // Every write checks leadership as it goes out and ends within the margin the Lease leaves
+    // before another replica may lead (lease.rs, "Safety").
+    let gate = Arc::new(gate::WriteGate::new(elector.subscribe(), margin, metrics.clone()));
     let actuator = Actuator {
         config: ActuatorConfig {
             release_deadline: config.controller.release_deadline,
@@ -230,7 +241,8 @@ pub async fn run(
         pods: caches.pods.clone(),
         poller: poller.clone(),
         metrics: metrics.clone(),
-        recorder: Arc::new(DecisionRecorder::new(client.clone(), identity.clone())),
+        recorder: Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone())),
+        gate,
     };
     let actuating = tokio::spawn(actuator.run(actuation_rx, stopped()));
 

@@ -84,7 +84,9 @@ impl Poller {
                 }
                 Err(e) => {
                     if entry.error.as_deref() != Some(e.as_str()) {
-                        tracing::warn!(job = %key, endpoint = %job.endpoint.describe(), error = %e,
+                        let endpoint = job.endpoint.describe();
+                        let hint = super::masters::unresolved_hint(&endpoint, &e).unwrap_or_default();
+                        tracing::warn!(job = %key, %endpoint, error = %e, hint,
                             "status poll failed; the job's workers are left alone once its status is stale");
                     }
                     entry.error = Some(e);

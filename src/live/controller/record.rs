@@ -9,9 +9,12 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use serde_json::json;
+use std::sync::Arc;
+
+use super::events::{EventNote, EventWriter};
+use super::gate::{Write, WriteGate};
 
 use crate::live::endpoint::JobObject;
 use crate::live::kinds::KindResources;
@@ -37,17 +40,19 @@ pub struct Record {
 
 pub struct DecisionRecorder {
     client: Client,
-    events: Recorder,
+    events: EventWriter,
     kinds: KindResources,
+    /// Events and annotations are writes: only the leader makes them.
+    gate: Arc<WriteGate>,
 }
 
 impl DecisionRecorder {
-    pub fn new(client: Client, instance: String) -> DecisionRecorder {
-        let reporter = Reporter { controller: "colocate".into(), instance: Some(instance) };
+    pub fn new(client: Client, instance: String, gate: Arc<WriteGate>) -> DecisionRecorder {
         DecisionRecorder {
-            events: Recorder::new(client.clone(), reporter),
+            events: EventWriter::new(client.clone(), "colocate", &instance),
             kinds: KindResources::new(client.clone()),
             client,
+            gate,
         }
     }
 
@@ -60,21 +65,26 @@ impl DecisionRecorder {
             uid: object.uid.clone(),
             ..ObjectReference::default()
         };
-        let event = Event {
-            type_: if record.warning { EventType::Warning } else { EventType::Normal },
-            reason: record.reason.into(),
-            // The events API caps the note at 1 kB.
-            note: Some(truncate(&record.note, 1000)),
-            action: record.action.into(),
-            secondary: None,
+        // The events API caps the note at 1 kB.
+        let note = truncate(&record.note, 1000);
+        let event = EventNote {
+            regarding: &reference,
+            warning: record.warning,
+            reason: record.reason,
+            action: record.action,
+            note: &note,
         };
-        if let Err(e) = self.events.publish(&event, &reference).await {
-            tracing::warn!(object = %object, error = %e, "could not publish the event");
+        let what = object.to_string();
+        match self.gate.write(Write::Event, &what, self.events.publish(&event)).await {
+            Ok(Err(e)) => tracing::warn!(object = %object, error = %e, "could not publish the event"),
+            Ok(Ok(())) => {}
+            // Not leading any more: the annotation would not be ours to write either.
+            Err(_) => return,
         }
         if let Some(value) =
             record.annotation.as_ref().filter(|_| object.kind == "Service" && object.api_version == "v1")
         {
-            if let Err(e) = self.annotate(object, value).await {
+            if let Ok(Err(e)) = self.gate.write(Write::Annotation, &what, self.annotate(object, value)).await {
                 tracing::warn!(object = %object, error = %e, "could not annotate the job with the decision");
             }
         }

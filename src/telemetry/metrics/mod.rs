@@ -63,6 +63,7 @@ pub struct Metrics {
     sample_stale_after: FloatGauge,
     online_waiting: Family<Labels<1>, Gauge>,
     online_waiting_seconds: Family<Labels<1>, Counter<f64, AtomicU64>>,
+    writes_dropped: Family<Labels<2>, Counter>,
     /// Label values set by the last decision, so series of nodes and jobs that are gone are
     /// removed rather than frozen at their last value.
     seen: Mutex<Seen>,
@@ -137,6 +138,7 @@ impl Metrics {
             service_p99: Family::default(),
             service_slo: Family::default(),
             sample_errors: Family::default(),
+            writes_dropped: Family::default(),
             service_training_cpu: Family::default(),
             job_max: Family::default(),
             sample_stale_after: FloatGauge::default(),
@@ -154,6 +156,11 @@ impl Metrics {
         }
         for kind in KINDS {
             let _ = m.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
+        }
+        for write in WRITE_KINDS {
+            for cause in WRITE_DROP_CAUSES {
+                let _ = m.writes_dropped.get_or_create(&[("write", write.to_string()), ("cause", cause.to_string())]);
+            }
         }
         m.register_all()
     }
@@ -337,6 +344,14 @@ impl Metrics {
              time to the next)",
             None,
             self.online_waiting_seconds.clone(),
+        );
+        add(
+            r,
+            WRITES_DROPPED_TOTAL,
+            "Writes not made because this replica did not lead when they were due, or abandoned past the lease \
+             margin, by write (scale|delete|event|annotation) and cause (not_leader|lease_margin)",
+            None,
+            self.writes_dropped.clone(),
         );
         self
     }
@@ -550,6 +565,11 @@ impl Metrics {
     /// Counts `pods` worker pods of `job` deleted by the controller past a deadline.
     pub fn record_forced_preemptions(&self, job: &str, pods: u64) {
         self.forced.get_or_create(&[("job", job.to_string())]).inc_by(pods);
+    }
+
+    /// Counts a `write` the lease gate dropped, for `cause`.
+    pub fn record_write_dropped(&self, write: &str, cause: &str) {
+        self.writes_dropped.get_or_create(&[("write", write.to_string()), ("cause", cause.to_string())]).inc();
     }
 
     pub fn record_decision(&self) {

@@ -40,6 +40,13 @@ pub const JOB_MASTER_UP: &str = "colocate_job_master_up";
 /// Worker pods the controller deleted itself because a master missed a shrink deadline,
 /// label `job`.
 pub const FORCED_PREEMPTIONS_TOTAL: &str = "colocate_forced_preemptions_total";
+/// Writes the lease gate dropped, labels `write` (scale|delete|event|annotation) and `cause`
+/// (not_leader: this replica did not lead when the write was due; lease_margin: abandoned as it
+/// would have outlasted the margin in which no other replica can lead).
+pub const WRITES_DROPPED_TOTAL: &str = "colocate_writes_dropped_total";
+/// Values of [`WRITES_DROPPED_TOTAL`]'s `write` and `cause` labels; every pair starts at 0.
+pub const WRITE_KINDS: [&str; 4] = ["scale", "delete", "event", "annotation"];
+pub const WRITE_DROP_CAUSES: [&str; 2] = ["not_leader", "lease_margin"];
 /// Decisions made (one per debounced watch event or tick, leader or not).
 pub const DECISIONS_TOTAL: &str = "colocate_decisions_total";
 /// A service's load as last sampled (requests per second, or whatever its query measures),
