@@ -147,5 +147,9 @@ fn out_dir_gets_report_timeline_and_chart() {
     assert_eq!(lines.count(), 4 * 1200);
     let svg = std::fs::read_to_string(dir.path().join("chart.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("stroke-dasharray").count(), 4, "one target line per policy panel");
+    assert_eq!(svg.matches(r#"class="target""#).count(), 4, "one target line per policy panel");
+    assert_eq!(svg.matches(r#"class="slo""#).count(), 4, "one SLO line per policy's strip");
+    assert_eq!(svg.matches(r#"class="p99""#).count(), 4, "one p99 line per policy's strip");
+    // elasticdl-overlap has no service pods waiting under any policy: no pending area is drawn.
+    assert_eq!(svg.matches(r#"class="pending""#).count(), 0);
 }

@@ -119,7 +119,11 @@ fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> an
     let jobs: Vec<String> = scenario.spec.jobs.iter().map(|j| j.name.clone()).collect();
     write("timeline.csv", &timeline_csv(&panels, &services, &jobs))?;
     write("intents.csv", &intents_csv(&output.intents))?;
-    let title = format!("{}: CPU allocation by class (dashed: target)", scenario.spec.name);
-    write("chart.svg", &render_svg(&title, &panels, output.report.target_utilization))?;
+    let title = format!(
+        "{}: CPU allocation by class (dashed: target); p99 against SLO and online pods waiting",
+        scenario.spec.name
+    );
+    let slos_ms: Vec<f64> = scenario.spec.services.iter().map(|s| s.latency.slo_p99.as_secs_f64() * 1e3).collect();
+    write("chart.svg", &render_svg(&title, &panels, output.report.target_utilization, &slos_ms))?;
     Ok(())
 }
