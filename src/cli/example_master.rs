@@ -14,7 +14,7 @@
 //!   integrator plugs in their own subscriber there.
 //!
 //! Run it next to the workers, behind a Service labelled `colocate.dev/master: "true"` with a port
-//! named `master` (see `shared/docs/master-protocol-v1.md`); the RBAC it needs is in
+//! named `master` (see `docs/master-protocol.md`); the RBAC it needs is in
 //! [`colocate::live::master::deployment`].
 
 use std::net::SocketAddr;

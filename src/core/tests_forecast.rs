@@ -174,3 +174,16 @@ fn an_hpa_scaling_down_reserves_nothing_for_the_pods_it_removes() {
     let d = decide(2, 6);
     assert_eq!(need(&d, "web").expected, 6, "{:?}", need(&d, "web"));
 }
+
+#[test]
+fn the_reason_names_the_counts_it_compares() {
+    // The Deployment was scaled below the HPA's current (6 pods, HPA current 9 desired 9): the
+    // why compares the HPA's 9 with the 6 replicas there are, and says what the status says.
+    let replica = res(1000, 1);
+    let pods: Vec<Pod> = (0..6).map(|i| online(&format!("web-{i}"), "web", "n1", replica)).collect();
+    let svc = Service { hpa: Some(hpa(1, 20, 9, 9)), ..service("web", replica) };
+    let d = decide_once(exact(), &snap(100, vec![node("n1", 64_000, 256)], pods, vec![svc], vec![]));
+    let n = need(&d, "web");
+    assert_eq!(n.expected, 9, "{n:?}");
+    assert_eq!(n.because, "HPA desired 9 > 6 replicas (status current 9)");
+}

@@ -12,7 +12,7 @@ use thiserror::Error;
 use crate::core::resources::{parse_cpu, parse_memory};
 use crate::core::{Hpa, HpaMetric, Node, PodClass, Resources};
 
-/// Labels and annotations of the master protocol (shared/docs/master-protocol-v1.md).
+/// Labels and annotations of the master protocol (docs/master-protocol.md).
 pub const MASTER_LABEL: &str = "colocate.dev/master";
 pub const JOB_LABEL: &str = "colocate.dev/job";
 pub const ROLE_LABEL: &str = "colocate.dev/role";

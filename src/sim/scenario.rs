@@ -1,4 +1,4 @@
-//! Scenario format v1 (`shared/docs/scenario-v1.md`): the YAML types, parsing with the path and
+//! Scenario format v1 (`docs/scenario-v1.md`): the YAML types, parsing with the path and
 //! line of every error, and the checks serde cannot express.
 
 use std::collections::HashSet;

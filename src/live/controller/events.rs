@@ -47,11 +47,45 @@ struct Series {
     last: Timestamp,
 }
 
+/// The series this writer started, by key. Pure: says what a publish must write.
+#[derive(Default)]
+struct SeriesBook {
+    series: HashMap<Key, Series>,
+}
+
+/// What to write for one publish.
+#[derive(Debug, PartialEq)]
+enum Next {
+    Create,
+    /// Count the existing Event up to `count`.
+    Count {
+        name: String,
+        namespace: String,
+        count: i32,
+    },
+}
+
+impl SeriesBook {
+    fn next(&mut self, key: &Key, now: Timestamp) -> Next {
+        let ttl = k8s_openapi::jiff::SignedDuration::try_from(SERIES_TTL).expect("6 minutes fit");
+        self.series.retain(|_, s| s.last + ttl > now);
+        match self.series.get(key) {
+            Some(s) => Next::Count { name: s.name.clone(), namespace: s.namespace.clone(), count: s.count + 1 },
+            None => Next::Create,
+        }
+    }
+
+    /// Records what was written: a new Event (`count` 1) or a count.
+    fn written(&mut self, key: Key, name: String, namespace: String, count: i32, now: Timestamp) {
+        self.series.insert(key, Series { name, namespace, count, last: now });
+    }
+}
+
 pub struct EventWriter {
     client: Client,
     controller: String,
     instance: String,
-    series: Mutex<HashMap<Key, Series>>,
+    book: Mutex<SeriesBook>,
 }
 
 impl EventWriter {
@@ -60,7 +94,7 @@ impl EventWriter {
             client,
             controller: controller.to_string(),
             instance: instance.to_string(),
-            series: Mutex::new(HashMap::new()),
+            book: Mutex::new(SeriesBook::default()),
         }
     }
 
@@ -75,15 +109,12 @@ impl EventWriter {
             action: e.action.to_string(),
             note: e.note.to_string(),
         };
-        let mut series = self.series.lock().await;
-        let ttl = k8s_openapi::jiff::SignedDuration::try_from(SERIES_TTL).expect("6 minutes fit");
-        series.retain(|_, s| s.last + ttl > now);
-        if let Some(s) = series.get_mut(&key) {
-            let api: Api<Event> = Api::namespaced(self.client.clone(), &s.namespace);
-            let patch = json!({"series": EventSeries { count: s.count + 1, last_observed_time: MicroTime(now) }});
-            api.patch(&s.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            s.count += 1;
-            s.last = now;
+        let mut book = self.book.lock().await;
+        if let Next::Count { name, namespace, count } = book.next(&key, now) {
+            let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+            let patch = json!({"series": EventSeries { count, last_observed_time: MicroTime(now) }});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            book.written(key, name, namespace, count, now);
             return Ok(());
         }
         let namespace = r.namespace.clone().unwrap_or_else(|| "default".to_string());
@@ -106,7 +137,39 @@ impl EventWriter {
         };
         Api::<Event>::namespaced(self.client.clone(), &namespace).create(&PostParams::default(), &event).await?;
         // Counting starts at 1; the first repeat makes a series of 2, as the events API expects.
-        series.insert(key, Series { name, namespace, count: 1, last: now });
+        book.written(key, name, namespace, 1, now);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(note: &str) -> Key {
+        Key {
+            regarding: (Some("v1".into()), Some("Service".into()), Some("ml".into()), Some("m".into())),
+            warning: false,
+            reason: "Shrink".into(),
+            action: "Scale".into(),
+            note: note.into(),
+        }
+    }
+
+    #[test]
+    fn a_repeated_decision_counts_up_and_a_new_one_is_a_new_event() {
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let at = |s: i64| t0 + k8s_openapi::jiff::SignedDuration::from_secs(s);
+        let mut book = SeriesBook::default();
+        let first = key("21 -> 20 workers");
+        assert_eq!(book.next(&first, at(0)), Next::Create);
+        book.written(first.clone(), "m.1".into(), "ml".into(), 1, at(0));
+        let counted = Next::Count { name: "m.1".into(), namespace: "ml".into(), count: 2 };
+        assert_eq!(book.next(&first, at(10)), counted);
+        book.written(first.clone(), "m.1".into(), "ml".into(), 2, at(10));
+        // The latest decision has other numbers: its own Event, so `kubectl describe` shows it.
+        assert_eq!(book.next(&key("15 -> 12 workers"), at(20)), Next::Create);
+        // Six minutes after the last repeat the series is over: the same note starts afresh.
+        assert_eq!(book.next(&first, at(10 + 361)), Next::Create);
     }
 }

@@ -1,4 +1,4 @@
-//! Master protocol v1 (`shared/docs/master-protocol-v1.md`): the small HTTP/JSON protocol through
+//! Master protocol v1 (`docs/master-protocol.md`): the small HTTP/JSON protocol through
 //! which the controller reads an elastic job's state and shrinks or grows it.
 //!
 //! - [`types`]: the wire types, named exactly as the contract names them.

@@ -1,4 +1,4 @@
-//! Wire types of master protocol v1 (`shared/docs/master-protocol-v1.md`).
+//! Wire types of master protocol v1 (`docs/master-protocol.md`).
 //!
 //! The field names are the contract: tools written against the document read and write exactly
 //! these JSON names. None of the types denies unknown fields, because the contract says fields
