@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::core::config::duration;
 use crate::core::Config;
+use crate::live::master::ClientConfigError;
 use crate::live::selector::LabelSelector;
 use crate::yaml::{self, InputError};
 
@@ -482,10 +483,12 @@ impl RunConfig {
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(path) = &self.master_token_file {
-            let problem = match std::fs::read_to_string(path) {
-                Err(e) => Some(e.to_string()),
-                Ok(text) if text.trim().is_empty() => Some("the file is empty".to_string()),
+            // The same read `run` does at start.
+            let problem = match crate::live::master::read_token_file(path) {
                 Ok(_) => None,
+                Err(ClientConfigError::TokenFile { message, .. }) => Some(message),
+                Err(ClientConfigError::EmptyToken { .. }) => Some("the file is empty".to_string()),
+                Err(e) => Some(e.to_string()),
             };
             if let Some(problem) = problem {
                 out.push(format!(

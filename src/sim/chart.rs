@@ -108,13 +108,18 @@ fn panel(svg: &mut String, policy: &str, rows: &[TimelineRow], target: f64, y0: 
             fmt_time(t)
         );
     }
-    let lx = LEFT + PANEL_W + 12.0;
-    let legend =
+    let items =
         [("#4e79a7", "online + system"), ("#f28e2b", "training"), ("#222", "total allocation"), ("#d62728", "target")];
-    for (k, (color, label)) in legend.iter().enumerate() {
+    legend(svg, y0, &items.map(|(c, l)| (c, l.to_string())));
+}
+
+/// A column of colour swatches and labels right of a panel whose top is at `y0`.
+fn legend(svg: &mut String, y0: f64, items: &[(&str, String)]) {
+    let lx = LEFT + PANEL_W + 12.0;
+    for (k, (color, label)) in items.iter().enumerate() {
         let ly = y0 + 14.0 + k as f64 * 18.0;
         let _ = writeln!(svg, r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{color}"/>"#, ly - 10.0);
-        let _ = writeln!(svg, r#"<text x="{}" y="{ly}">{label}</text>"#, lx + 18.0);
+        let _ = writeln!(svg, r#"<text x="{}" y="{ly}">{}</text>"#, lx + 18.0, escape(label));
     }
 }
 
@@ -157,16 +162,11 @@ fn strip(svg: &mut String, rows: &[TimelineRow], slos_ms: &[f64], most_pending: 
         LEFT + PANEL_W
     );
     let _ = writeln!(svg, r##"<text x="{}" y="{:.1}" text-anchor="end" fill="#444">SLO</text>"##, LEFT - 6.0, sy + 4.0);
-    let lx = LEFT + PANEL_W + 12.0;
-    let legend = [
+    let items = [
         ("#8e44ad", "p99 / SLO (worst service)".to_string()),
         ("#999", format!("online pods waiting (max {most_pending})")),
     ];
-    for (k, (color, label)) in legend.iter().enumerate() {
-        let ly = y0 + 14.0 + k as f64 * 18.0;
-        let _ = writeln!(svg, r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{color}"/>"#, ly - 10.0);
-        let _ = writeln!(svg, r#"<text x="{}" y="{ly}">{}</text>"#, lx + 18.0, escape(label));
-    }
+    legend(svg, y0, &items);
 }
 
 fn fmt_time(t: f64) -> String {

@@ -8,19 +8,18 @@
 //! a new Event, and the newest Event always says what the controller did last.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::Mutex;
 
 /// A series older than this starts afresh (client-go and kube-runtime use 6 minutes).
-const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+const SERIES_TTL: SignedDuration = SignedDuration::from_secs(6 * 60);
 
 /// What one Event says.
 pub struct EventNote<'a> {
@@ -67,8 +66,7 @@ enum Next {
 
 impl SeriesBook {
     fn next(&mut self, key: &Key, now: Timestamp) -> Next {
-        let ttl = k8s_openapi::jiff::SignedDuration::try_from(SERIES_TTL).expect("6 minutes fit");
-        self.series.retain(|_, s| s.last + ttl > now);
+        self.series.retain(|_, s| s.last + SERIES_TTL > now);
         match self.series.get(key) {
             Some(s) => Next::Count { name: s.name.clone(), namespace: s.namespace.clone(), count: s.count + 1 },
             None => Next::Create,
@@ -159,7 +157,7 @@ mod tests {
     #[test]
     fn a_repeated_decision_counts_up_and_a_new_one_is_a_new_event() {
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        let at = |s: i64| t0 + k8s_openapi::jiff::SignedDuration::from_secs(s);
+        let at = |s: i64| t0 + SignedDuration::from_secs(s);
         let mut book = SeriesBook::default();
         let first = key("21 -> 20 workers");
         assert_eq!(book.next(&first, at(0)), Next::Create);

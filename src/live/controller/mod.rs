@@ -91,7 +91,7 @@ pub async fn run(
     let server = tokio::spawn(telemetry::server::serve(listener, metrics.clone(), health.clone(), stopped()));
 
     let token = match &config.master_token_file {
-        Some(path) => Some(read_token(path)?),
+        Some(path) => Some(crate::live::master::read_token_file(path)?),
         None => None,
     };
     let sources = config.services.iter().any(|s| s.load.is_some() || s.latency_p99.is_some());
@@ -294,14 +294,4 @@ async fn finish(
     }
     leader_metric.abort();
     let _ = server.await;
-}
-
-fn read_token(path: &std::path::Path) -> Result<String, ClientConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ClientConfigError::TokenFile { path: path.to_path_buf(), message: e.to_string() })?;
-    let token = text.trim().to_string();
-    if token.is_empty() {
-        return Err(ClientConfigError::EmptyToken { path: Some(path.to_path_buf()) });
-    }
-    Ok(token)
 }

@@ -99,6 +99,18 @@ pub enum ClientConfigError {
     Http(String),
 }
 
+/// Reads a bearer token from a file (a mounted Secret), trimming surrounding whitespace; an
+/// unreadable file or an empty token is an error naming the file.
+pub fn read_token_file(path: &Path) -> Result<String, ClientConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ClientConfigError::TokenFile { path: path.to_path_buf(), message: e.to_string() })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(ClientConfigError::EmptyToken { path: Some(path.to_path_buf()) });
+    }
+    Ok(token.to_string())
+}
+
 fn from_file(path: &Option<PathBuf>) -> String {
     path.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default()
 }
@@ -151,12 +163,10 @@ impl MasterClient {
         self.set_token(token.trim(), None)
     }
 
-    /// Reads the bearer token from a file (a mounted Secret), trimming surrounding whitespace,
-    /// once. Errors name the file.
+    /// Reads the bearer token from a file (a mounted Secret), once ([`read_token_file`]).
     pub fn with_token_file(self, path: &Path) -> Result<MasterClient, ClientConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ClientConfigError::TokenFile { path: path.to_path_buf(), message: e.to_string() })?;
-        self.set_token(text.trim(), Some(path))
+        let token = read_token_file(path)?;
+        self.set_token(&token, Some(path))
     }
 
     fn set_token(mut self, token: &str, path: Option<&Path>) -> Result<MasterClient, ClientConfigError> {

@@ -16,7 +16,7 @@ pub mod server;
 pub mod types;
 
 pub use backend::{BackendError, BackendErrorKind, MemoryBackend, Observed, WorkerBackend};
-pub use client::{ClientConfigError, MasterClient, MasterError, DEFAULT_TIMEOUT};
+pub use client::{read_token_file, ClientConfigError, MasterClient, MasterError, DEFAULT_TIMEOUT};
 pub use retry::{new_command_id, RetryPolicy};
 pub use server::{router, serve, serve_with_shutdown, MasterConfig, MasterConfigError, MasterState, ScaleError};
 pub use types::{
