@@ -47,8 +47,6 @@ pub struct World<'a> {
     gang_queue: VecDeque<usize>,
     /// Running workers the scheduler preempted for online pods.
     scheduler_preemptions: u64,
-    /// Workers deleted by the controller past its release deadline (`colocate` only).
-    controller_forced: u64,
     intents: Vec<(f64, ScaleIntent)>,
     next_sample: f64,
     next_status: f64,
@@ -124,7 +122,6 @@ impl<'a> World<'a> {
             core,
             gang_queue: VecDeque::new(),
             scheduler_preemptions: 0,
-            controller_forced: 0,
             intents: Vec::new(),
             next_sample: 0.0,
             next_status: 0.0,
@@ -408,7 +405,6 @@ impl<'a> World<'a> {
         let spec = &self.scenario.spec;
         let now = self.now;
         let policy = self.policy;
-        let deadline = spec.controller.release_deadline.as_secs_f64();
         let preempts = |p: &SimPod| match p.kind {
             PodKind::Online { service } => {
                 spec.services[service].preemption_policy == PreemptionPolicy::PreemptLowerPriority
@@ -423,8 +419,9 @@ impl<'a> World<'a> {
             Policy::Gang => Preemption::WholeJobs,
             // kube-scheduler preempts for these pods whatever the controller plans.
             Policy::Colocate if preempts(p) => Preemption::Workers,
-            // Pods that wait: past the controller's deadline, it deletes workers (forced).
-            Policy::Colocate if now - p.created_at >= deadline => Preemption::Workers,
+            // Pods that do not preempt wait for the room colocate's shrinks free. Its deadline
+            // deletes only workers a master neither released nor is removing (live); replay's
+            // masters release what they are asked at once, so it never fires here.
             Policy::Colocate => Preemption::Never,
         };
         let seed = spec.seed;
@@ -440,13 +437,8 @@ impl<'a> World<'a> {
         let grace = spec.baselines.termination_grace_period.as_secs_f64();
         let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace);
         let mut hit: Vec<usize> = Vec::new();
-        for ((_, j), by) in evictions.pods.into_iter().zip(evictions.preemptors) {
-            let by_scheduler = self.policy != Policy::Colocate || self.cluster.pods.get(&by).is_some_and(&preempts);
-            if self.policy == Policy::Colocate && !by_scheduler {
-                self.controller_forced += 1;
-            } else {
-                self.scheduler_preemptions += 1;
-            }
+        for (_, j) in evictions.pods {
+            self.scheduler_preemptions += 1;
             if !hit.contains(&j) {
                 hit.push(j);
             }
@@ -516,7 +508,6 @@ impl<'a> World<'a> {
             training_cpu: 0.0,
             pending_online_pods: 0,
             killed_by_scheduler: self.scheduler_preemptions,
-            forced_by_controller: self.controller_forced,
             slo_violated: false,
             services: Vec::with_capacity(spec.services.len()),
             workers: Vec::with_capacity(self.jobs.len()),
@@ -590,9 +581,10 @@ impl<'a> World<'a> {
             time_above_target: acc.above_target / time,
             slo_violation_s: acc.slo_violation,
             pending_online_pod_s: acc.pending_online,
-            forced_preemptions: self.scheduler_preemptions + self.controller_forced,
+            forced_preemptions: self.scheduler_preemptions,
             scheduler_preemptions: self.scheduler_preemptions,
-            controller_forced_preemptions: self.controller_forced,
+            // See `schedule`: replay's masters honour every shrink at once.
+            controller_forced_preemptions: 0,
             rescale_events: self.jobs.iter().map(|j| u64::from(j.rescale_events)).sum(),
             // Samples kept: work lost to rollbacks does not count.
             training_samples: self.jobs.iter().map(|j| j.progress).sum(),

@@ -30,7 +30,9 @@ pub struct PolicyResult {
     pub forced_preemptions: u64,
     /// Added key: running workers the scheduler preempted for online pods.
     pub scheduler_preemptions: u64,
-    /// Added key: workers `colocate` deleted past its release deadline.
+    /// Added key: workers `colocate` deleted past its release deadline. Always 0 in replay:
+    /// its masters release at once what they are asked (live, only a master that does not
+    /// release is forced).
     pub controller_forced_preemptions: u64,
     pub rescale_events: u64,
     pub training_samples: f64,
@@ -56,8 +58,6 @@ pub struct TimelineRow {
     pub pending_online_pods: u32,
     /// Running workers the scheduler preempted so far (cumulative).
     pub killed_by_scheduler: u64,
-    /// Workers colocate deleted past its deadline so far (cumulative).
-    pub forced_by_controller: u64,
     pub slo_violated: bool,
     /// Per service: (load rps, replicas, ready, p99 ms).
     pub services: Vec<(f64, u32, u32, f64)>,

@@ -85,12 +85,13 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
     let dt = scenario.spec.step.as_secs_f64();
     let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
-    let (killed0, forced0) = before.map_or((0, 0), |r| (r.killed_by_scheduler, r.forced_by_controller));
+    let killed0 = before.map_or(0, |r| r.killed_by_scheduler);
     let last = inside.last().copied();
     WindowFigures {
         online_unschedulable_pod_s: inside.iter().map(|r| f64::from(r.pending_online_pods) * dt).sum(),
         scheduler_preemptions: last.map_or(0, |r| r.killed_by_scheduler - killed0),
-        colocate_forced_preemptions: last.map_or(0, |r| r.forced_by_controller - forced0),
+        // Replay's masters release at once what they are asked (see the engine's `schedule`).
+        colocate_forced_preemptions: 0,
         scale_commands: run.intents.iter().filter(|(t, _)| *t + 1e-9 >= settings.from_s && *t < settings.to_s).count(),
         max_pending: inside.iter().map(|r| r.pending_online_pods).max().unwrap_or(0),
     }

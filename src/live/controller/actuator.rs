@@ -5,9 +5,10 @@
 //!
 //! Per job it remembers the target the master last accepted (not to send it again before the
 //! next status poll shows it), a backoff after transient failures, a refused target (409) and
-//! the shrink deadline: `release_deadline` after the room was first asked for. Past it, bound
-//! workers beyond what the latest decision wants (never below the floor) are deleted and counted
-//! as forced preemptions, whether the master accepted and did not act, failed, or hung.
+//! the shrink deadlines: `release_deadline` after each shrink was asked for. Past one, bound
+//! workers beyond that shrink's target and what the latest decision wants (never below the
+//! floor) are deleted and counted as forced preemptions, whether the master accepted and did
+//! not act, failed, or hung.
 //!
 //! Every command and deletion goes through the lease gate ([`WriteGate`]) as it is sent: one
 //! dropped because this replica no longer leads is not a failure (no backoff); the deadline it
@@ -25,7 +26,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::forced::{self, Victim};
+use super::forced::{self, ShrinkSteps, Victim};
 use super::gate::{Dropped, Write, WriteGate};
 use super::poller::Poller;
 use super::record::{DecisionRecorder, Record};
@@ -84,8 +85,7 @@ struct JobState {
 
 #[derive(Clone)]
 struct Deadline {
-    due: Instant,
-    target: u32,
+    steps: ShrinkSteps,
     min: u32,
     release_pods: Vec<String>,
     object: JobObject,
@@ -123,7 +123,7 @@ impl Actuator {
         let (done_tx, mut done) = mpsc::unbounded_channel::<Sent>();
         tokio::pin!(shutdown);
         loop {
-            let next_due = states.values().filter_map(|s| s.deadline.as_ref().map(|d| d.due)).min();
+            let next_due = states.values().filter_map(|s| s.deadline.as_ref()?.steps.next_due()).min();
             let wake = next_due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 _ = &mut shutdown => break,
@@ -192,18 +192,17 @@ impl Actuator {
             state.in_flight = true;
             let shrink = target < intent.from;
             if shrink {
-                // The deadline runs from the first time the room was asked for, whether the
-                // master accepts, fails or hangs: online pods wait on it either way.
+                // The deadline runs from the time the room was asked for, whether the master
+                // accepts, fails or hangs: online pods wait on it either way.
                 let deadline = state.deadline.get_or_insert_with(|| Deadline {
-                    due: now + self.config.release_deadline,
-                    target,
+                    steps: ShrinkSteps::default(),
                     min: bounded.min,
                     release_pods: Vec::new(),
                     object: bounded.job.object.clone(),
                     namespace: bounded.job.namespace.clone(),
                     job: bounded.job.name.clone(),
                 });
-                deadline.target = deadline.target.min(target);
+                deadline.steps.push(now + self.config.release_deadline, target);
                 deadline.release_pods = intent.release_pods.iter().map(|p| bare(p)).collect();
             }
             let release: Vec<String> =
@@ -287,31 +286,32 @@ impl Actuator {
         tokio::spawn(async move { recorder.record(&object, &record).await });
     }
 
-    /// Deletes workers of jobs whose shrink deadline passed and that still have more than
-    /// their target (never below the floor), counting each as a forced preemption.
+    /// Deletes workers of jobs past a shrink's deadline that still have more than that
+    /// shrink's target (and than the latest decision wants; never below the floor), counting
+    /// each as a forced preemption.
     async fn enforce_deadlines(&self, states: &mut BTreeMap<String, JobState>) {
         let now = Instant::now();
-        let due: Vec<Deadline> = states
-            .values_mut()
-            .filter(|s| s.deadline.as_ref().is_some_and(|d| d.due <= now))
-            .filter_map(|s| {
-                let mut d = s.deadline.take()?;
-                d.target = d.target.max(s.wanted);
-                Some(d)
-            })
-            .collect();
+        let mut due: Vec<(Deadline, u32)> = Vec::new();
+        for state in states.values_mut() {
+            let Some(d) = state.deadline.as_mut() else { continue };
+            let Some(target) = d.steps.take_due(now) else { continue };
+            due.push((d.clone(), target.max(state.wanted)));
+            if d.steps.is_empty() {
+                state.deadline = None;
+            }
+        }
         if due.is_empty() {
             return;
         }
         let pods = self.pods.state();
-        for d in due {
-            let victims = forced::choose(&pods, &d.namespace, &d.job, d.target, d.min, &d.release_pods);
+        for (d, target) in due {
+            let victims = forced::choose(&pods, &d.namespace, &d.job, target, d.min, &d.release_pods);
             if victims.is_empty() {
                 continue;
             }
             let key = format!("{}/{}", d.namespace, d.job);
             let deleted = self.delete(&d.namespace, &victims).await;
-            tracing::warn!(job = %key, target = d.target, deleted = ?deleted, wanted = victims.len(),
+            tracing::warn!(job = %key, target, deleted = ?deleted, wanted = victims.len(),
                 "shrink deadline passed; deleted workers the master did not release");
             if deleted.is_empty() {
                 continue;

@@ -1,9 +1,11 @@
 //! Past a shrink's deadline the controller removes workers itself (master protocol v1,
 //! `deadline_s`). Which ones, and how many, is decided here from the pod cache; pure.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use tokio::time::Instant;
 
 use crate::live::translate::{self, JOB_LABEL, ROLE_LABEL};
 
@@ -13,6 +15,46 @@ use crate::live::translate::{self, JOB_LABEL, ROLE_LABEL};
 pub struct Victim {
     pub name: String,
     pub uid: Option<String>,
+}
+
+/// The shrink steps of one job still within their deadlines. Each command has its own: a
+/// deeper shrink sent 1 s before an earlier one's deadline gets its full `deadline_s` too
+/// (one deadline running from the first shrink with the latest target once deleted, at that
+/// deadline, workers the master had been asked to release a moment before).
+#[derive(Clone, Debug, Default)]
+pub struct ShrinkSteps {
+    /// `(due, target)` in the order sent, so dues never decrease.
+    steps: VecDeque<(Instant, u32)>,
+}
+
+impl ShrinkSteps {
+    /// A shrink to `target` sent now, with its deadline `due`.
+    pub fn push(&mut self, due: Instant, target: u32) {
+        self.steps.push_back((due, target));
+    }
+
+    /// When the earliest step falls due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.steps.front().map(|&(due, _)| due)
+    }
+
+    /// Removes the steps due by `now` and returns the lowest target among them: what the
+    /// master has had its full deadline to reach. None when none is due.
+    pub fn take_due(&mut self, now: Instant) -> Option<u32> {
+        let mut lowest = None;
+        while let Some(&(due, target)) = self.steps.front() {
+            if due > now {
+                break;
+            }
+            self.steps.pop_front();
+            lowest = Some(lowest.map_or(target, |l: u32| l.min(target)));
+        }
+        lowest
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
 }
 
 /// Workers of `job` in `namespace` to delete so that at most `max(target, min)` stay bound to
@@ -72,6 +114,24 @@ mod tests {
 
     fn names(v: &[Victim]) -> Vec<&str> {
         v.iter().map(|v| v.name.as_str()).collect()
+    }
+
+    #[test]
+    fn each_shrink_step_gets_its_own_deadline() {
+        let t0 = Instant::now();
+        let s = std::time::Duration::from_secs;
+        let mut steps = ShrinkSteps::default();
+        steps.push(t0 + s(30), 51);
+        steps.push(t0 + s(31), 45);
+        steps.push(t0 + s(59), 21);
+        assert_eq!(steps.next_due(), Some(t0 + s(30)));
+        assert_eq!(steps.take_due(t0 + s(29)), None, "nothing due yet");
+        assert_eq!(steps.take_due(t0 + s(31)), Some(45), "the two first steps are due; the lowest");
+        assert_eq!(steps.next_due(), Some(t0 + s(59)), "the deeper shrink keeps its own 30 s");
+        assert!(!steps.is_empty());
+        assert_eq!(steps.take_due(t0 + s(60)), Some(21));
+        assert!(steps.is_empty());
+        assert_eq!(steps.take_due(t0 + s(90)), None);
     }
 
     #[test]
