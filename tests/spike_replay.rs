@@ -19,7 +19,11 @@
 //!     (they announce `worker_release_s: 5`);
 //!   - `hpa-only-grace30-never`, `load-signal-grace30-never`: the grace30 configurations with
 //!     online pods that do not preempt (their PriorityClass says `preemptionPolicy: Never`): they
-//!     wait for the room colocate frees, and its release deadline is the backstop.
+//!     wait for the room colocate frees, and its release deadline is the backstop;
+//!   - `hpa-only-grace30-in-place`, `load-signal-grace30-in-place`: the grace30 configurations
+//!     with masters that resize released workers down in place before removing them
+//!     (`example-master --release-in-place`): the workers still take 30 s to exit, but their room
+//!     frees when the kubelet (kwok's stage, `hack/testbed/kwok-resize.yaml`) reports the resize.
 //!
 //! Under colocate the service's PriorityClass takes the scenario's `preemption_policy` unless
 //! the configuration says `Never`; the baseline always preempts.
@@ -65,15 +69,34 @@ struct SpikeConfig {
     release_s: Option<u32>,
     /// Online pods do not preempt (`preemptionPolicy: Never`), whatever the scenario says.
     online_never: bool,
+    /// The masters resize released workers down in place before removing them (`example-master
+    /// --release-in-place`): the workers still take their grace period to exit, but their room
+    /// frees once kwok's kubelet stage reports the resize.
+    in_place: bool,
 }
 
-const CONFIGS: [SpikeConfig; 5] = [
-    SpikeConfig { name: "hpa-only-grace30", load_signal: false, release_s: None, online_never: false },
-    SpikeConfig { name: "load-signal-grace30", load_signal: true, release_s: None, online_never: false },
-    SpikeConfig { name: "load-signal-fast-release", load_signal: true, release_s: Some(5), online_never: false },
-    SpikeConfig { name: "hpa-only-grace30-never", load_signal: false, release_s: None, online_never: true },
-    SpikeConfig { name: "load-signal-grace30-never", load_signal: true, release_s: None, online_never: true },
+const fn config(name: &'static str, load_signal: bool, release_s: Option<u32>, online_never: bool) -> SpikeConfig {
+    SpikeConfig { name, load_signal, release_s, online_never, in_place: false }
+}
+
+const fn in_place(name: &'static str, load_signal: bool) -> SpikeConfig {
+    SpikeConfig { name, load_signal, release_s: None, online_never: false, in_place: true }
+}
+
+const CONFIGS: [SpikeConfig; 7] = [
+    config("hpa-only-grace30", false, None, false),
+    config("load-signal-grace30", true, None, false),
+    config("load-signal-fast-release", true, Some(5), false),
+    config("hpa-only-grace30-never", false, None, true),
+    config("load-signal-grace30-never", true, None, true),
+    in_place("hpa-only-grace30-in-place", false),
+    in_place("load-signal-grace30-in-place", true),
 ];
+
+/// How long a worker released in place keeps its room, as replay models it: kwok's kubelet
+/// stage reports a resize 1 s after it sees it (`hack/testbed/kwok-resize.yaml`), and the
+/// scheduler frees the room on that status update.
+const IN_PLACE_RELEASE: Duration = Duration::from_secs(2);
 
 /// What the test plays, from the environment.
 struct Plan {
@@ -159,7 +182,10 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             from_s: plan.window.0,
             to_s: plan.window.1,
             warmup_s,
-            release_time: config.release_s.map(|s| Duration::from_secs(u64::from(s))),
+            release_time: match config.release_s {
+                Some(s) => Some(Duration::from_secs(u64::from(s))),
+                None => config.in_place.then_some(IN_PLACE_RELEASE),
+            },
             load_signal: config.load_signal,
             // The live controller has no latency query here, so its latency guard never shrinks.
             latency_signal: false,
@@ -222,11 +248,7 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
 async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfig>) -> Figures {
     let label = config.map_or("preemption".to_string(), |c| format!("colocate {}", c.name));
     eprintln!("--- {label} run");
-    let bed = tokio::task::spawn_blocking(|| {
-        Testbed::start_with_controller_manager_and_grace_periods("*,-horizontalpodautoscaling")
-    })
-    .await
-    .unwrap();
+    let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*,-horizontalpodautoscaling")).await.unwrap();
     let client = cluster::client(&bed).await;
     // The load signal: an exporter of the scenario's request rate and a Prometheus scraping it.
     let signal_dir = tempfile::tempdir().unwrap();
@@ -255,7 +277,8 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     .await;
     let grace_s = scenario.spec.baselines.termination_grace_period.as_secs() as u32;
     let release_s = config.and_then(|c| c.release_s);
-    let jobs = spike::fill_with_jobs(&bed, &client, scenario, grace_s, release_s).await;
+    let in_place = config.is_some_and(|c| c.in_place);
+    let jobs = spike::fill_with_jobs(&bed, &client, scenario, grace_s, release_s, in_place).await;
     let fill: Vec<(String, u32)> = jobs.iter().map(|(j, n)| (j.name.clone(), *n)).collect();
     eprintln!("filled: NGINX {online} pods, jobs {fill:?}");
 

@@ -22,6 +22,8 @@
 #   controller themselves pass "*,-horizontalpodautoscaling").
 # TESTBED_KWOK_GRACEFUL_DELETE=1: kwok removes a deleted pod only once its grace period is over
 #   (hack/testbed/kwok-graceful-delete.yaml), not at once.
+# TESTBED_KWOK_RESIZE=1: kwok reports container resources as a kubelet does and actuates
+#   in-place resizes (`/resize`) of running pods a second later (hack/testbed/kwok-resize.yaml).
 # TESTBED_APISERVER_AUDIT_POLICY: an audit policy file; the apiserver then writes its audit log
 #   (JSON lines) to DIR/logs/audit.log (tests/scale.rs counts one client's requests with it).
 # TESTBED_WITH_KCM=1 also starts kube-controller-manager (Deployments, Jobs,
@@ -230,6 +232,7 @@ wait_for kube-scheduler -k "https://127.0.0.1:$SCHEDULER_PORT/healthz"
 # ---- kwok -----------------------------------------------------------------
 KWOK_STAGES=(--config="$BIN/stages.yaml")
 [[ ${TESTBED_KWOK_GRACEFUL_DELETE:-0} != 1 ]] || KWOK_STAGES+=(--config="$HERE/kwok-graceful-delete.yaml")
+[[ ${TESTBED_KWOK_RESIZE:-0} != 1 ]] || KWOK_STAGES+=(--config="$HERE/kwok-resize.yaml")
 start kwok "$BIN/kwok" \
   --kubeconfig="$DIR/kubeconfig" \
   "${KWOK_STAGES[@]}" \

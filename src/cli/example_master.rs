@@ -62,6 +62,13 @@ pub struct Args {
     /// pods' own terminationGracePeriodSeconds, which the controller then assumes.
     #[arg(long, env = "COLOCATE_MASTER_WORKER_RELEASE", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub worker_release: Option<Duration>,
+    /// Workers the job gives up first give their room back by an in-place resize (`/resize`,
+    /// Kubernetes 1.33+): their requests drop to 1m CPU and 1Mi memory, the scheduler frees
+    /// the rest once the kubelet reports it (about a second), and they exit within their grace
+    /// period on almost no CPU. Announces worker_release_s 3 (the longest it waits for the
+    /// kubelet) unless --worker-release is shorter. Needs Burstable workers and `pods/resize patch`.
+    #[arg(long, env = "COLOCATE_MASTER_RELEASE_IN_PLACE")]
+    pub release_in_place: bool,
     /// Address to serve master protocol v1 on.
     #[arg(long, env = "COLOCATE_MASTER_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:8090")]
     pub listen: SocketAddr,
@@ -160,7 +167,11 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
     if let Some(release) = args.worker_release {
         backend = backend.with_release_grace(release);
     }
+    if args.release_in_place {
+        backend = backend.with_release_in_place();
+    }
     let generation = backend.generation().await.map_err(|e| Runtime(e.into()))?;
+    let worker_release = backend.worker_release();
 
     let mut config = MasterConfig::new(
         args.job.clone(),
@@ -169,7 +180,7 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
         WorkerResources::new(args.worker_cpu.clone(), args.worker_memory.clone()),
     );
     config.rescale_cost_s = args.rescale_cost.map(|d| d.as_secs_f64());
-    config.worker_release_s = args.worker_release.map(|d| d.as_secs_f64());
+    config.worker_release_s = worker_release.map(|d| d.as_secs_f64());
     config.token = token;
     config.initial_generation = generation;
     let state = MasterState::new(config, backend).map_err(|e| Config(e.into()))?;

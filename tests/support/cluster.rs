@@ -209,6 +209,9 @@ pub struct WorkerPod<'a> {
     /// The master releases workers within this many seconds (deletes them again with it as
     /// their grace period) and announces it as `worker_release_s`.
     pub release_grace_s: Option<u32>,
+    /// The master resizes released workers down in place before removing them
+    /// ([`DeploymentBackend::with_release_in_place`]) and announces `worker_release_s: 3`.
+    pub release_in_place: bool,
 }
 
 /// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each unless
@@ -233,7 +236,7 @@ pub enum Announce {
 impl<'a> WorkerPod<'a> {
     /// 1 CPU, deleted at once: what most tests use.
     pub fn one_cpu(priority_class: Option<&'a str>) -> WorkerPod<'a> {
-        WorkerPod { cpu: "1", priority_class, termination_grace_s: 0, release_grace_s: None }
+        WorkerPod { cpu: "1", priority_class, termination_grace_s: 0, release_grace_s: None, release_in_place: false }
     }
 }
 
@@ -271,19 +274,18 @@ impl ElasticJob {
         manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(worker.termination_grace_s);
         bed.kubectl_apply(&manifest);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let backend = TestBackend {
-            inner: match worker.release_grace_s {
-                Some(s) => DeploymentBackend::new(client.clone(), ns, &workers)
-                    .with_release_grace(Duration::from_secs(u64::from(s))),
-                None => DeploymentBackend::new(client.clone(), ns, &workers),
-            },
-            behaviour,
-            seen: seen.clone(),
-            ignored_target: Mutex::new(None),
-        };
+        let mut inner = DeploymentBackend::new(client.clone(), ns, &workers);
+        if let Some(s) = worker.release_grace_s {
+            inner = inner.with_release_grace(Duration::from_secs(u64::from(s)));
+        }
+        if worker.release_in_place {
+            inner = inner.with_release_in_place();
+        }
+        let worker_release = inner.worker_release();
+        let backend = TestBackend { inner, behaviour, seen: seen.clone(), ignored_target: Mutex::new(None) };
         let mut config = MasterConfig::new(name, min, max, WorkerResources::new(worker.cpu, "256Mi"));
         config.rescale_cost_s = Some(1.0);
-        config.worker_release_s = worker.release_grace_s.map(f64::from);
+        config.worker_release_s = worker_release.map(|d| d.as_secs_f64());
         let state = MasterState::new(config, backend).expect("master config");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -131,6 +131,7 @@ pub async fn fill_with_jobs(
     scenario: &Scenario,
     grace_s: u32,
     release_grace_s: Option<u32>,
+    release_in_place: bool,
 ) -> Vec<(ElasticJob, u32)> {
     cluster::namespace(bed, JOB_NAMESPACE);
     let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
@@ -143,6 +144,7 @@ pub async fn fill_with_jobs(
             priority_class: Some(TRAINING_CLASS),
             termination_grace_s: grace_s,
             release_grace_s,
+            release_in_place,
         };
         let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
         let job = ElasticJob::start_with(

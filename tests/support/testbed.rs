@@ -116,21 +116,24 @@ impl Testbed {
         Testbed::start_with(&[("TESTBED_WITH_KCM", "1"), ("TESTBED_KCM_CONTROLLERS", controllers)])
     }
 
-    /// Like [`start_with_controller_manager`](Self::start_with_controller_manager), and a deleted
-    /// pod keeps its node until its grace period is over (`hack/testbed/kwok-graceful-delete.yaml`),
-    /// as with a kubelet whose container takes all of `terminationGracePeriodSeconds` to exit.
-    /// Otherwise kwok removes deleted pods at once.
-    pub fn start_with_controller_manager_and_grace_periods(controllers: &str) -> Testbed {
+    /// Like [`start_with_controller_manager`](Self::start_with_controller_manager), with nodes
+    /// that act more like kubelets: a deleted pod keeps its node until its grace period is over
+    /// (`hack/testbed/kwok-graceful-delete.yaml`), as when a container takes all of
+    /// `terminationGracePeriodSeconds` to exit (otherwise kwok removes deleted pods at once), and
+    /// container statuses report resources, so in-place resizes are accepted and actuated a
+    /// second later (`hack/testbed/kwok-resize.yaml`).
+    pub fn start_kubelet_like(controllers: &str) -> Testbed {
         Testbed::start_with(&[
             ("TESTBED_WITH_KCM", "1"),
             ("TESTBED_KCM_CONTROLLERS", controllers),
             ("TESTBED_KWOK_GRACEFUL_DELETE", "1"),
+            ("TESTBED_KWOK_RESIZE", "1"),
         ])
     }
 
     /// A control plane started with these environment variables for `hack/testbed/up.sh` (see its
     /// header: `TESTBED_WITH_KCM`, `TESTBED_KCM_CONTROLLERS`, `TESTBED_APISERVER_AUDIT_POLICY`,
-    /// `TESTBED_KWOK_GRACEFUL_DELETE`).
+    /// `TESTBED_KWOK_GRACEFUL_DELETE`, `TESTBED_KWOK_RESIZE`).
     pub fn start_with(env: &[(&str, &str)]) -> Testbed {
         if let Some(kubeconfig) = std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
             let kubeconfig = PathBuf::from(kubeconfig);

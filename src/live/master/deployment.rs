@@ -18,6 +18,10 @@
 //!   deletes them again with the shorter grace period (a second delete may only shorten it).
 //!   This is for frameworks whose workers drain in seconds (the master says when one is done);
 //!   the scheduler's preemptions still take the pods' full grace period. It needs `pods delete`.
+//! - Releasing in place ([`DeploymentBackend::with_release_in_place`], `example-master
+//!   --release-in-place`): before lowering the count, the workers the ReplicaSet will remove are
+//!   resized down and their room freed once the kubelet reports it ([`super::in_place`]); they
+//!   then exit within their grace period. It needs `pods/resize patch`.
 //!
 //! [`mark_released`] and [`kube_failure`] are shared with the Kubernetes adapters
 //! (`live::adapters`), which drive Deployments without a master process.
@@ -28,7 +32,8 @@
 //! rules:
 //! - {apiGroups: [apps], resources: [deployments], verbs: [get]}
 //! - {apiGroups: [apps], resources: [deployments/scale], verbs: [get, patch]}
-//! - {apiGroups: [""], resources: [pods], verbs: [list, patch]}   # + delete with a release grace
+//! - {apiGroups: [""], resources: [pods], verbs: [list, patch]}   # + get, delete with a release grace
+//! - {apiGroups: [""], resources: [pods/resize], verbs: [patch]}   # releasing in place only
 //! ```
 
 use std::collections::BTreeSet;
@@ -40,6 +45,7 @@ use kube::{Api, Client};
 use serde_json::{json, Value};
 
 use super::backend::{BackendError, BackendErrorKind, Observed, WorkerBackend};
+use super::in_place;
 use super::types::ScaleCommand;
 
 /// The annotation the ReplicaSet controller reads to pick which pods to remove on a scale-down
@@ -58,6 +64,8 @@ pub struct DeploymentBackend {
     pods: Api<Pod>,
     /// Released workers are deleted again with this grace period (seconds).
     release_grace_s: Option<u32>,
+    /// Released workers give their room back by an in-place resize before they are removed.
+    release_in_place: bool,
 }
 
 impl DeploymentBackend {
@@ -69,7 +77,24 @@ impl DeploymentBackend {
             deployments: Api::namespaced(client.clone(), namespace),
             pods: Api::namespaced(client, namespace),
             release_grace_s: None,
+            release_in_place: false,
         }
+    }
+
+    /// How long a released worker holds its room, for the master to announce as
+    /// `worker_release_s`: the release grace period, or with releases in place, the longest wait
+    /// for the kubelet, whichever is shorter. None: the pods' own grace period.
+    pub fn worker_release(&self) -> Option<std::time::Duration> {
+        let grace = self.release_grace_s.map(|s| std::time::Duration::from_secs(u64::from(s)));
+        let in_place = self.release_in_place.then_some(in_place::ACTUATION_WAIT);
+        grace.into_iter().chain(in_place).min()
+    }
+
+    /// Workers removed by a shrink are first resized down in place, so that their room frees
+    /// about a second later instead of when they exit (see [`super::in_place`]).
+    pub fn with_release_in_place(mut self) -> DeploymentBackend {
+        self.release_in_place = true;
+        self
     }
 
     /// Workers removed by a shrink leave within `grace` (whole seconds, rounded up) instead of
@@ -86,6 +111,27 @@ impl DeploymentBackend {
     pub async fn generation(&self) -> Result<u64, BackendError> {
         let d = self.deployments.get(&self.name).await.map_err(|e| self.failed("reading", &e))?;
         Ok(d.metadata.generation.and_then(|g| u64::try_from(g).ok()).unwrap_or(1))
+    }
+
+    /// Resizes down the `excess` workers the ReplicaSet will remove (the named ones first where
+    /// its ranking allows) and returns their names, to be marked so that it removes exactly those.
+    async fn release_in_place(
+        &self,
+        owner: &str,
+        selector: &str,
+        named: &[String],
+        excess: usize,
+    ) -> Result<Vec<String>, BackendError> {
+        let bare: Vec<String> =
+            named.iter().map(|p| p.split_once('/').map_or(p.as_str(), |(_, n)| n).to_string()).collect();
+        let list = self
+            .pods
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| kube_failure(format!("listing pods ({selector}) of {owner}"), &e))?;
+        let leaving: Vec<&Pod> = in_place::removal_order(&list.items, &bare).into_iter().take(excess).collect();
+        in_place::release(&self.pods, owner, &leaving).await;
+        Ok(leaving.iter().filter_map(|p| p.metadata.name.clone()).collect())
     }
 
     fn failed(&self, action: &str, e: &kube::Error) -> BackendError {
@@ -181,7 +227,12 @@ impl WorkerBackend for DeploymentBackend {
                 )));
             };
             let owner = format!("deployment {}/{}", self.namespace, self.name);
-            mark_released(&self.pods, &self.namespace, &owner, &command.release_pods, &selector).await?;
+            let mut released = command.release_pods.clone();
+            if self.release_in_place {
+                let excess = usize::try_from(i64::from(replicas) - i64::from(command.target)).unwrap_or(0);
+                released = self.release_in_place(&owner, &selector, &released, excess).await?;
+            }
+            mark_released(&self.pods, &self.namespace, &owner, &released, &selector).await?;
             shrink = Some((owner, selector));
         }
         let patch = json!({"spec": {"replicas": command.target}});

@@ -5,12 +5,14 @@
 //! - [`client`]: [`MasterClient`], what the controller's actuator calls (timeouts, bounded
 //!   jittered retries, idempotent command ids, errors labelled for metrics).
 //! - [`server`] and [`backend`]: the reference master, serving the protocol over any
-//!   [`WorkerBackend`]: in memory (`backend.rs`) or a Deployment's `/scale` subresource (`deployment.rs`).
+//!   [`WorkerBackend`]: in memory (`backend.rs`) or a Deployment's `/scale` subresource (`deployment.rs`;
+//!   [`in_place`]: releasing a worker's room by an in-place resize before it exits).
 //! - [`retry`]: the retry policy and command ids, std-only.
 
 pub mod backend;
 pub mod client;
 pub mod deployment;
+pub mod in_place;
 pub mod retry;
 pub mod server;
 pub mod types;

@@ -1,0 +1,154 @@
+//! `colocate example-master --release-in-place` on a real control plane (kube-apiserver,
+//! kube-scheduler, kube-controller-manager) with kubelet-like kwok nodes: deleted pods keep
+//! their node for their grace period, and resizes are reported a second after they are asked
+//! for (`hack/testbed/kwok-resize.yaml`).
+//!
+//! A node is full of two 30 s-grace workers and an online pod waits. Releasing one worker in
+//! place must let the online pod bind within seconds, while the worker is still exiting; the
+//! ReplicaSet must remove exactly the worker that was resized; the other keeps its CPU. Without
+//! the resize the online pod would wait the whole 30 s.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use colocate::live::master::{MasterClient, RetryPolicy, ScaleCommand};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use serde_json::json;
+use support::cluster::{self, eventually};
+use support::process::free_port;
+use support::testbed::{node_manifest, Testbed};
+
+const NS: &str = "ml-in-place";
+
+fn workers() -> serde_json::Value {
+    let labels = json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"namespace": NS, "name": "wd"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "terminationGracePeriodSeconds": 30,
+                // Burstable (requests, no limits): a resize may not change the QoS class.
+                "containers": [{"name": "worker", "image": "registry.invalid/fake",
+                    "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}}
+        }
+    })
+}
+
+async fn worker_pods(pods: &Api<Pod>) -> Vec<Pod> {
+    pods.list(&ListParams::default().labels("colocate.dev/role=worker")).await.expect("list workers").items
+}
+
+fn cpu_request(p: &Pod) -> String {
+    let c = &p.spec.as_ref().unwrap().containers[0];
+    c.resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("cpu"))
+        .map(|q| q.0.clone())
+        .unwrap_or_default()
+}
+
+fn node_of(p: &Pod) -> Option<String> {
+    p.spec.as_ref().and_then(|s| s.node_name.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
+    let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*")).await.unwrap();
+    let client: Client = cluster::client(&bed).await;
+    cluster::namespace(&bed, NS);
+    // Two workers of 2 CPUs fill it: 500m is left, too little for the online pod below.
+    bed.kubectl_apply(&node_manifest("n1", "4500m", "8Gi"));
+    bed.kubectl_apply(&workers());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let running = eventually(Duration::from_secs(60), "two workers running on n1", || {
+        let pods = pods.clone();
+        async move {
+            let w = worker_pods(&pods).await;
+            let up = w.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+            (up.count() == 2).then_some(w)
+        }
+    })
+    .await;
+    let reported = running[0].status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0].resources.clone();
+    assert!(reported.is_some(), "kwok's kubelet stage reports container resources (else /resize is refused)");
+
+    // The node is full: an online pod of 2 CPUs waits.
+    bed.kubectl_apply(&json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": NS, "name": "online"},
+        "spec": {"containers": [{"name": "nginx", "image": "registry.invalid/fake",
+            "resources": {"requests": {"cpu": "2", "memory": "256Mi"}}}]}}));
+    eventually(Duration::from_secs(30), "the online pod found unschedulable", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("online").await.ok()?;
+            let conditions = p.status?.conditions?;
+            conditions.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False").then_some(())
+        }
+    })
+    .await;
+
+    // The master, as the test bed's admin (its Role is checked by tests/example_master.rs).
+    let port = free_port();
+    let mut master = std::process::Command::new(env!("CARGO_BIN_EXE_colocate"))
+        .args(["example-master", "--job", "wd", "--deployment", "wd", "--namespace", NS])
+        .args(["--min-workers", "1", "--max-workers", "4", "--worker-cpu", "2", "--worker-memory", "1Gi"])
+        .args(["--release-in-place", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--kubeconfig")
+        .arg(&bed.kubeconfig)
+        .env_remove("KUBECONFIG")
+        .spawn()
+        .expect("spawning colocate example-master");
+    let retry = RetryPolicy { max_attempts: 1, initial_backoff: Duration::ZERO, max_backoff: Duration::ZERO };
+    let mc = MasterClient::new(&format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .with_timeout(Duration::from_secs(10))
+        .with_retry(retry);
+    let status = eventually(Duration::from_secs(30), "the master serving", || {
+        let mc = &mc;
+        async move { mc.status().await.ok() }
+    })
+    .await;
+    assert_eq!(status.worker_release_s, Some(3.0), "announces the longest wait for the kubelet");
+
+    // Release the second worker (by name) in place.
+    let (keep, leave) = (running[0].metadata.name.clone().unwrap(), running[1].metadata.name.clone().unwrap());
+    let released = Instant::now();
+    mc.scale(&ScaleCommand::new(1, "online-headroom", 30).with_release_pods([leave.clone()]))
+        .await
+        .expect("shrink to 1");
+    let bound = eventually(Duration::from_secs(25), "the online pod bound on the released room", || {
+        let pods = pods.clone();
+        async move { node_of(&pods.get("online").await.ok()?) }
+    })
+    .await;
+    let waited = released.elapsed();
+    assert_eq!(bound, "n1");
+    // The ReplicaSet removes the resized worker, which exits within its 30 s grace period.
+    let after = eventually(Duration::from_secs(10), "the released worker being removed", || {
+        let pods = pods.clone();
+        let leave = leave.clone();
+        async move {
+            let w = worker_pods(&pods).await;
+            let leaving = w.iter().find(|p| p.metadata.name.as_deref() == Some(leave.as_str()))?;
+            leaving.metadata.deletion_timestamp.is_some().then_some(w)
+        }
+    })
+    .await;
+    let leaving = after.iter().find(|p| p.metadata.name.as_deref() == Some(leave.as_str())).unwrap();
+    assert_eq!(cpu_request(leaving), colocate::live::master::in_place::RELEASED_CPU, "resized down first");
+    let kept = after.iter().find(|p| p.metadata.name.as_deref() == Some(keep.as_str())).expect("the kept worker");
+    assert!(kept.metadata.deletion_timestamp.is_none(), "the ReplicaSet removed the resized worker, not this one");
+    assert_eq!(cpu_request(kept), "2", "the worker that stays keeps its CPU");
+    assert!(waited < Duration::from_secs(15), "the online pod bound {waited:?} after the release, not within seconds");
+    eprintln!("online pod bound {waited:?} after the release; the released worker is still exiting");
+
+    let _ = master.kill();
+    let _ = master.wait();
+}
