@@ -198,6 +198,12 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
     let mut runs: Vec<&Figures> = vec![&baseline];
     runs.extend(compared.iter().map(|c| &c.live_colocate));
     eprintln!("\n{}", spike_figures::table(&runs));
+    for c in compared.iter().filter(|c| !c.replay_colocate.scale_commands.is_empty()) {
+        eprintln!("replay colocate {} scale commands (s after the window opened, job, target, reason):", c.config.name);
+        for (t, job, target, reason) in &c.replay_colocate.scale_commands {
+            eprintln!("  {t:>6.1}  {job:<16} -> {target:>3}  {reason}");
+        }
+    }
     eprintln!("{}", comparison(&baseline, &compared));
     let report = json!({
         "scenario": scenario.spec.name,
@@ -410,7 +416,7 @@ fn replay_json(f: &WindowFigures) -> Value {
         "online_unschedulable_pod_s": f.online_unschedulable_pod_s,
         "scheduler_preemptions": f.scheduler_preemptions,
         "colocate_forced_preemptions": f.colocate_forced_preemptions,
-        "scale_commands": f.scale_commands,
+        "scale_commands": f.scale_commands.len(),
         "online_max_unschedulable": f.max_pending,
     })
 }
@@ -430,7 +436,7 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
                 f.online_unschedulable_pod_s,
                 f.scheduler_preemptions as f64,
                 f.colocate_forced_preemptions as f64,
-                f.scale_commands,
+                f.scale_commands.len(),
             )
         };
         let rows = [

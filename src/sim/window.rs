@@ -62,8 +62,9 @@ pub struct WindowFigures {
     pub scheduler_preemptions: u64,
     /// Workers colocate deleted past its deadline inside the window.
     pub colocate_forced_preemptions: u64,
-    /// Scale intents colocate applied inside the window.
-    pub scale_commands: usize,
+    /// Scale intents colocate applied inside the window: seconds after the window opened, job,
+    /// target, reason (as the live test lists its commands).
+    pub scale_commands: Vec<(f64, String, u32, String)>,
     /// Most online pods pending at once.
     pub max_pending: u32,
 }
@@ -92,7 +93,12 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
         scheduler_preemptions: last.map_or(0, |r| r.killed_by_scheduler - killed0),
         // Replay's masters release at once what they are asked (see the engine's `schedule`).
         colocate_forced_preemptions: 0,
-        scale_commands: run.intents.iter().filter(|(t, _)| *t + 1e-9 >= settings.from_s && *t < settings.to_s).count(),
+        scale_commands: run
+            .intents
+            .iter()
+            .filter(|(t, _)| *t + 1e-9 >= settings.from_s && *t < settings.to_s)
+            .map(|(t, i)| (t - settings.from_s, i.job.clone(), i.target, i.reason.as_str().to_string()))
+            .collect(),
         max_pending: inside.iter().map(|r| r.pending_online_pods).max().unwrap_or(0),
     }
 }

@@ -32,7 +32,7 @@
 //! rules:
 //! - {apiGroups: [apps], resources: [deployments], verbs: [get]}
 //! - {apiGroups: [apps], resources: [deployments/scale], verbs: [get, patch]}
-//! - {apiGroups: [""], resources: [pods], verbs: [list, patch]}   # + get, delete with a release grace
+//! - {apiGroups: [""], resources: [pods], verbs: [list, patch]}   # + delete with a release grace; + get in place
 //! - {apiGroups: [""], resources: [pods/resize], verbs: [patch]}   # releasing in place only
 //! ```
 
