@@ -159,6 +159,18 @@ fn bad_controller_value() {
 }
 
 #[test]
+fn a_scenario_too_large_to_hold_is_refused_up_front_with_what_it_would_need() {
+    // Once: 829 GB asked for, and an abort (exit 134) instead of an answer.
+    let yaml = edit("duration: 2m", "duration: 100000d");
+    assert_bad(&yaml, 3, "duration", "is 8640000000 steps");
+    assert_bad(&yaml, 3, "duration", "use a coarser `step` or a shorter `duration`");
+    let yaml = edit("count: 2", "count: 100000000");
+    assert_bad(&yaml, 7, "cluster.nodes[0].count", "100000000 nodes in all; replay plays at most 10000");
+    let yaml = edit("max_workers: 8", "max_workers: 4000000");
+    assert_bad(&yaml, 25, "jobs[0].max_workers", "up to 4000010 pods at once");
+}
+
+#[test]
 fn missing_scenario_file() {
     let out = Command::new(env!("CARGO_BIN_EXE_colocate")).args(["replay", "/no/such/scenario.yaml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -5,6 +5,7 @@ pub mod chart;
 pub mod cluster;
 pub mod engine;
 pub mod jobs;
+pub mod limits;
 pub mod load;
 pub mod policy;
 pub mod replay;

@@ -438,5 +438,5 @@ fn validate(s: &ScenarioFile) -> Result<(), (String, String)> {
     if o.status_interval.is_zero() {
         return err("observation.status_interval", "must be longer than 0s".into());
     }
-    Ok(())
+    super::limits::check(s)
 }

@@ -94,18 +94,22 @@ pub async fn run(
         Some(path) => Some(crate::live::master::read_token_file(path)?),
         None => None,
     };
+    // Watch events, polled statuses and fresh samples all wake the decision loop.
+    let changed = Arc::new(Notify::new());
     let sources = config.services.iter().any(|s| s.load.is_some() || s.latency_p99.is_some());
     let sampler = match sources {
-        true => Some(Arc::new(Sampler::new(
-            &config.services,
-            config.prometheus_url.as_deref(),
-            config.sample_stale_after,
-            config.controller.trend_window,
-            metrics.clone(),
-        )?)),
+        true => Some(Arc::new(
+            Sampler::new(
+                &config.services,
+                config.prometheus_url.as_deref(),
+                config.sample_stale_after,
+                config.controller.trend_window,
+                metrics.clone(),
+            )?
+            .with_wake(changed.clone()),
+        )),
         false => None,
     };
-    let changed = Arc::new(Notify::new());
     let stats = Arc::new(WatchStats::default());
     let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
     let mut reflectors: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();

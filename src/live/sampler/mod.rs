@@ -91,6 +91,8 @@ pub struct Sampler {
     history: Duration,
     timeout: Duration,
     metrics: Arc<Metrics>,
+    /// Told after every round, so that a decision follows each fresh sample.
+    wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Sampler {
@@ -140,12 +142,21 @@ impl Sampler {
                 }
             }
         }
-        Ok(Sampler { http, services, stale_after, history, timeout: DEFAULT_TIMEOUT, metrics })
+        Ok(Sampler { http, services, stale_after, history, timeout: DEFAULT_TIMEOUT, metrics, wake: None })
     }
 
     /// Bounds each source's attempt in a round by `timeout` instead of [`DEFAULT_TIMEOUT`].
     pub fn with_timeout(mut self, timeout: Duration) -> Sampler {
         self.timeout = timeout;
+        self
+    }
+
+    /// Notifies `wake` after every round. The controller passes the decision loop's: without it
+    /// a rising load waited for the next watch event or tick (10 s) to be acted on, and on the
+    /// real scheduler the first shrink of a spike came with the HPA's step instead of 4 s before
+    /// it, as replay (which decides at every sample) had it.
+    pub fn with_wake(mut self, wake: Arc<tokio::sync::Notify>) -> Sampler {
+        self.wake = Some(wake);
         self
     }
 
@@ -163,6 +174,9 @@ impl Sampler {
         });
         join_all(attempts).await;
         self.publish(unix_now());
+        if let Some(wake) = &self.wake {
+            wake.notify_one();
+        }
     }
 
     /// Samples every `interval` (the first round at once) until `shutdown` resolves; a round

@@ -127,3 +127,26 @@ async fn an_unreachable_endpoint_is_counted_and_readings_stay_empty() {
     let reading = &sampler.readings(SystemTime::now())["web/nginx"];
     assert!(reading.load.is_empty() && reading.p99.is_none(), "{reading:?}");
 }
+
+#[tokio::test]
+async fn every_round_wakes_the_decision_loop_even_when_it_fails() {
+    let port = closed_port();
+    let services = [service("nginx", promql("up"), scrape(&format!("http://127.0.0.1:{port}/metrics"), "p99"))];
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let prometheus = format!("http://127.0.0.1:{port}");
+    let sampler = Sampler::new(
+        &services,
+        Some(&prometheus),
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+        Arc::new(Metrics::new()),
+    )
+    .expect("valid")
+    .with_timeout(Duration::from_secs(2))
+    .with_wake(wake.clone());
+    let woken = tokio::time::timeout(Duration::from_millis(50), wake.notified()).await;
+    assert!(woken.is_err(), "nothing sampled yet, nothing to decide on");
+    sampler.sample_once().await;
+    let woken = tokio::time::timeout(Duration::from_secs(1), wake.notified()).await;
+    assert!(woken.is_ok(), "a round (here, failed ones: staleness changes too) wakes the decider");
+}
