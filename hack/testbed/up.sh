@@ -24,6 +24,8 @@
 #   (hack/testbed/kwok-graceful-delete.yaml), not at once.
 # TESTBED_KWOK_RESIZE=1: kwok reports container resources as a kubelet does and actuates
 #   in-place resizes (`/resize`) of running pods a second later (hack/testbed/kwok-resize.yaml).
+# TESTBED_SCHEDULER_V: kube-scheduler's log verbosity (default 1; 5 logs every queue move, to
+#   see when a waiting pod is retried; keep the logs with TESTBED_KEEP=1).
 # TESTBED_APISERVER_AUDIT_POLICY: an audit policy file; the apiserver then writes its audit log
 #   (JSON lines) to DIR/logs/audit.log (tests/scale.rs counts one client's requests with it).
 # TESTBED_WITH_KCM=1 also starts kube-controller-manager (Deployments, Jobs,
@@ -226,7 +228,7 @@ start kube-scheduler "$BIN/kube-scheduler" \
   --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" \
   --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \
   --cert-dir="$DIR/pki/scheduler-certs" \
-  --leader-elect=false --v=1
+  --leader-elect=false --v="${TESTBED_SCHEDULER_V:-1}"
 wait_for kube-scheduler -k "https://127.0.0.1:$SCHEDULER_PORT/healthz"
 
 # ---- kwok -----------------------------------------------------------------
