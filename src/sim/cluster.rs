@@ -84,8 +84,6 @@ pub enum Preemption {
 pub struct Evictions {
     /// Victims that were running (or pending, for whole jobs): (victim, its job).
     pub pods: Vec<(PodId, usize)>,
-    /// For each of `pods`, the online pod it was evicted for.
-    pub preemptors: Vec<PodId>,
     /// Victims that were already leaving (released gracefully): picked again, nothing changes
     /// for them but the mark.
     pub already_leaving: u32,
@@ -282,7 +280,6 @@ impl Cluster {
                 for (v, job) in victims {
                     if self.preempt(v, now, grace) {
                         evictions.pods.push((v, job));
-                        evictions.preemptors.push(id);
                     } else {
                         evictions.already_leaving += 1;
                     }

@@ -114,24 +114,20 @@ impl DeploymentBackend {
     }
 
     /// Resizes down the `excess` workers the ReplicaSet will remove (the named ones first where
-    /// its ranking allows) and returns their names, to be marked so that it removes exactly those.
+    /// its ranking allows), then marks exactly those, so that it removes them and no others.
     async fn release_in_place(
         &self,
         owner: &str,
         selector: &str,
-        named: &[String],
+        release_pods: &[String],
         excess: usize,
-    ) -> Result<Vec<String>, BackendError> {
-        let bare: Vec<String> =
-            named.iter().map(|p| p.split_once('/').map_or(p.as_str(), |(_, n)| n).to_string()).collect();
-        let list = self
-            .pods
-            .list(&ListParams::default().labels(selector))
-            .await
-            .map_err(|e| kube_failure(format!("listing pods ({selector}) of {owner}"), &e))?;
-        let leaving: Vec<&Pod> = in_place::removal_order(&list.items, &bare).into_iter().take(excess).collect();
+    ) -> Result<(), BackendError> {
+        let named = named_in(&self.namespace, owner, release_pods);
+        let workers = list_workers(&self.pods, owner, selector).await?;
+        let leaving: Vec<&Pod> = in_place::removal_order(&workers, &named).into_iter().take(excess).collect();
         in_place::release(&self.pods, owner, &leaving).await;
-        Ok(leaving.iter().filter_map(|p| p.metadata.name.clone()).collect())
+        let leaving = leaving.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
+        mark_among(&self.pods, &self.namespace, owner, &leaving, &workers).await
     }
 
     fn failed(&self, action: &str, e: &kube::Error) -> BackendError {
@@ -151,6 +147,14 @@ pub async fn mark_released(
     release_pods: &[String],
     selector: &str,
 ) -> Result<(), BackendError> {
+    let named = named_in(namespace, owner, release_pods);
+    let workers = list_workers(pods, owner, selector).await?;
+    mark_among(pods, namespace, owner, &named, &workers).await
+}
+
+/// The pod names of `release_pods` (`pod` or `namespace/pod`) in `namespace`; the others are
+/// skipped with a warning.
+fn named_in<'a>(namespace: &str, owner: &str, release_pods: &'a [String]) -> BTreeSet<&'a str> {
     let mut named = BTreeSet::new();
     for pod in release_pods {
         let (pod_namespace, name) = pod.split_once('/').unwrap_or((namespace, pod));
@@ -160,12 +164,27 @@ pub async fn mark_released(
             tracing::warn!(pod = %pod, %owner, "release_pods: not in the workload's namespace; skipped");
         }
     }
+    named
+}
+
+async fn list_workers(pods: &Api<Pod>, owner: &str, selector: &str) -> Result<Vec<Pod>, BackendError> {
     let list = pods
         .list(&ListParams::default().labels(selector))
         .await
         .map_err(|e| kube_failure(format!("listing pods ({selector}) of {owner}"), &e))?;
+    Ok(list.items)
+}
+
+/// Marks exactly the `named` pods among `workers` and clears the mark from the others.
+async fn mark_among(
+    pods: &Api<Pod>,
+    namespace: &str,
+    owner: &str,
+    named: &BTreeSet<&str>,
+    workers: &[Pod],
+) -> Result<(), BackendError> {
     let mut found = BTreeSet::new();
-    for pod in &list.items {
+    for pod in workers {
         let Some(name) = pod.metadata.name.as_deref() else { continue };
         let cost = pod.metadata.annotations.as_ref().and_then(|a| a.get(DELETION_COST_ANNOTATION));
         let marked = cost.map(String::as_str) == Some(RELEASE_DELETION_COST);
@@ -227,12 +246,12 @@ impl WorkerBackend for DeploymentBackend {
                 )));
             };
             let owner = format!("deployment {}/{}", self.namespace, self.name);
-            let mut released = command.release_pods.clone();
             if self.release_in_place {
                 let excess = usize::try_from(i64::from(replicas) - i64::from(command.target)).unwrap_or(0);
-                released = self.release_in_place(&owner, &selector, &released, excess).await?;
+                self.release_in_place(&owner, &selector, &command.release_pods, excess).await?;
+            } else {
+                mark_released(&self.pods, &self.namespace, &owner, &command.release_pods, &selector).await?;
             }
-            mark_released(&self.pods, &self.namespace, &owner, &released, &selector).await?;
             shrink = Some((owner, selector));
         }
         let patch = json!({"spec": {"replicas": command.target}});

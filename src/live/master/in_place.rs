@@ -17,6 +17,7 @@
 //! Burstable QoS class (a resize may not change the class: a Guaranteed worker is refused, and
 //! leaves with its grace period as before) and `pods/resize patch` in RBAC.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -41,7 +42,7 @@ pub const ACTUATION_WAIT: Duration = Duration::from_secs(3);
 /// before ready, then the lower `pod-deletion-cost`), where the named pods are the ones the
 /// master marks with the lowest cost; newest first among equals. Pods being deleted or finished
 /// are not counted by the ReplicaSet and are left out.
-pub fn removal_order<'a>(pods: &'a [Pod], named: &[String]) -> Vec<&'a Pod> {
+pub fn removal_order<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> Vec<&'a Pod> {
     let mut active: Vec<&Pod> = pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -54,7 +55,7 @@ pub fn removal_order<'a>(pods: &'a [Pod], named: &[String]) -> Vec<&'a Pod> {
             Some("Running") => 2,
             Some(_) => 1,
         };
-        let is_named = p.metadata.name.as_ref().is_some_and(|n| named.contains(n));
+        let is_named = p.metadata.name.as_deref().is_some_and(|n| named.contains(n));
         let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
         (bound, phase_rank, ready(p), !is_named, std::cmp::Reverse(created), p.metadata.name.clone())
     };
@@ -122,9 +123,8 @@ pub fn actuated(pod: &Pod) -> bool {
 /// Resizes the bound, running `workers` down to the released requests and waits, at most
 /// [`ACTUATION_WAIT`], until their statuses report it. Best effort: a worker the API server
 /// refuses to resize (Guaranteed QoS, no RBAC, a node without resize support) or that is not
-/// actuated in time is logged and leaves with its grace period as without this. Returns how
-/// many were resized and reported in time.
-pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) -> usize {
+/// actuated in time is logged and leaves with its grace period as without this.
+pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) {
     let started = tokio::time::Instant::now();
     let mut waiting = Vec::new();
     for pod in workers {
@@ -159,7 +159,6 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) -> usize {
             "the kubelet did not report these resizes in time; their room frees when it does");
     }
     tracing::info!(%owner, resized, reported_in_s = started.elapsed().as_secs_f64(), "released workers resized in place");
-    resized - waiting.len()
 }
 
 #[cfg(test)]
@@ -185,7 +184,7 @@ mod tests {
             pod("pending", None, "Pending", false, "2026-01-01T00:00:00Z", "1"),
         ];
         let order: Vec<_> =
-            removal_order(&pods, &["named".into()]).iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+            removal_order(&pods, &BTreeSet::from(["named"])).iter().map(|p| p.metadata.name.clone().unwrap()).collect();
         assert_eq!(order, ["pending", "unready", "named", "new", "old"]);
     }
 
