@@ -186,6 +186,7 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
                 Some(s) => Some(Duration::from_secs(u64::from(s))),
                 None => config.in_place.then_some(IN_PLACE_RELEASE),
             },
+            release_in_place: config.in_place,
             load_signal: config.load_signal,
             // The live controller has no latency query here, so its latency guard never shrinks.
             latency_signal: false,
@@ -203,6 +204,9 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
         for (t, job, target, reason) in &c.replay_colocate.scale_commands {
             eprintln!("  {t:>6.1}  {job:<16} -> {target:>3}  {reason}");
         }
+    }
+    for c in &compared {
+        eprintln!("{}", side_by_side(c));
     }
     eprintln!("{}", comparison(&baseline, &compared));
     let report = json!({
@@ -399,6 +403,34 @@ async fn warm_up(c: &Controller, fill: &[(String, u32)]) {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }
+
+/// Every [`SERIES_EVERY_S`] seconds of one configuration's window, live beside replay: online
+/// pods waiting for room, workers the scheduler preempted so far, running workers. Where the two
+/// part is where replay's model differs from the cluster.
+fn side_by_side(c: &Compared) -> String {
+    let (live, replay) = (&c.live_colocate, &c.replay_colocate);
+    let mut out = format!(
+        "colocate {} over the window, live / replay: Unschedulable online pods, workers preempted so far, running workers\n",
+        c.config.name
+    );
+    let mut t = 0.0;
+    while let Some((_, l)) = live.samples.iter().find(|(at, _)| *at >= t) {
+        let r = replay.series.iter().find(|r| r.t_s + 1e-9 >= t);
+        let killed = live.preempted_s.iter().filter(|at| **at <= t).count();
+        let (rp, rk, rw) = r.map_or(("-".into(), "-".into(), "-".into()), |r| {
+            (r.pending_online_pods.to_string(), r.scheduler_preemptions.to_string(), r.workers.to_string())
+        });
+        out += &format!(
+            "  {t:>5.0} s  pending {:>3} / {rp:>3}   preempted {killed:>3} / {rk:>3}   workers {:>3} / {rw:>3}\n",
+            l.online_unschedulable, l.workers
+        );
+        t += SERIES_EVERY_S;
+    }
+    out
+}
+
+/// Step of the side-by-side series printed per configuration.
+const SERIES_EVERY_S: f64 = 5.0;
 
 fn live_json(f: &Figures) -> Value {
     json!({

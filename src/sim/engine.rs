@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::cluster::{Cluster, PodKind, Preemption, SimPod};
+use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
 use super::jobs::{Phase, SimJob};
 use super::load::LoadCurve;
 use super::policy::{draw, Policy};
@@ -292,7 +292,7 @@ impl<'a> World<'a> {
 
     /// The Deployment follows the HPA: new pods are created pending; on scale-down, pending
     /// pods go first, then not-ready ones, then the newest.
-    fn set_replicas(&mut self, s: usize, desired: u32) {
+    pub(super) fn set_replicas(&mut self, s: usize, desired: u32) {
         let svc = &self.scenario.spec.services[s];
         let mut pods: Vec<(u64, bool, bool)> = self
             .cluster
@@ -345,6 +345,14 @@ impl<'a> World<'a> {
     fn apply_target(&mut self, j: usize, target: u32, release: &[String]) {
         let now = self.now;
         let grace = self.release_time(j);
+        let in_place = self.window.as_ref().is_some_and(|w| w.release_in_place);
+        let let_go = |cluster: &mut Cluster, id: PodId| {
+            if in_place {
+                cluster.release_in_place(id, now, grace);
+            } else {
+                cluster.delete(id, now, grace);
+            }
+        };
         let job = &mut self.jobs[j];
         if !job.is_live() {
             return;
@@ -367,7 +375,7 @@ impl<'a> World<'a> {
                 .map(|(id, _)| id)
                 .collect();
             for id in named {
-                self.cluster.delete(id, now, grace);
+                let_go(&mut self.cluster, id);
             }
             job.create_workers(&mut self.cluster, j, target, now);
             return;
@@ -378,7 +386,7 @@ impl<'a> World<'a> {
         let excess = pods.len().saturating_sub(target as usize);
         pods.sort_by_key(|(id, bound, named)| (!*named, *bound, std::cmp::Reverse(*id)));
         for (id, _, _) in pods.into_iter().take(excess) {
-            self.cluster.delete(id, now, grace);
+            let_go(&mut self.cluster, id);
         }
     }
 
@@ -401,7 +409,7 @@ impl<'a> World<'a> {
         }
     }
 
-    fn schedule(&mut self) {
+    pub(super) fn schedule(&mut self) {
         let spec = &self.scenario.spec;
         let now = self.now;
         let policy = self.policy;
@@ -436,6 +444,8 @@ impl<'a> World<'a> {
         let priority = |j: usize| jobs[j].spec.priority;
         let grace = spec.baselines.termination_grace_period.as_secs_f64();
         let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace);
+        // Killed by the scheduler all the same, but their jobs had let them go already.
+        self.scheduler_preemptions += u64::from(evictions.releases_cut);
         let mut hit: Vec<usize> = Vec::new();
         for (_, j) in evictions.pods {
             self.scheduler_preemptions += 1;

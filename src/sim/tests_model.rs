@@ -109,6 +109,7 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
         to_s: 585.0,
         warmup_s: 20.0,
         release_time: release.map(std::time::Duration::from_secs),
+        release_in_place: false,
         load_signal,
         latency_signal: false,
     };

@@ -29,6 +29,11 @@ pub struct WindowSettings {
     /// How long a released worker keeps its node (the job's release latency); `None`: the
     /// scenario's.
     pub release_time: Option<Duration>,
+    /// The masters release workers in place (`example-master --release-in-place`): a released
+    /// worker's room frees after `release_time` when the kubelet reports its resize, unless the
+    /// scheduler picks it as a victim first (a pod being deleted is never resized: it then
+    /// holds its node for the grace period).
+    pub release_in_place: bool,
     /// The controller samples a load signal (Prometheus); without it, HPA status only.
     pub load_signal: bool,
     /// The controller samples the service's p99 (a latency query). Without it the latency
@@ -67,15 +72,31 @@ pub struct WindowFigures {
     pub scale_commands: Vec<(f64, String, u32, String)>,
     /// Most online pods pending at once.
     pub max_pending: u32,
+    /// Every step inside the window, to set beside the live run's samples.
+    pub series: Vec<WindowSample>,
+}
+
+/// One step of a window's replay.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowSample {
+    /// Seconds after the window opened.
+    pub t_s: f64,
+    pub pending_online_pods: u32,
+    /// Running workers the scheduler preempted since the window opened.
+    pub scheduler_preemptions: u64,
+    /// Active workers of every job.
+    pub workers: u32,
 }
 
 /// Replays the window under `policy` (`colocate` or `preemption`).
 pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
     let mut world = World::new(scenario, policy);
     world.window = Some(Window {
+        from_s: settings.from_s,
         until: settings.to_s,
         jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
         release_time: settings.release_time,
+        release_in_place: settings.release_in_place,
         load_signal: settings.load_signal,
         latency_signal: settings.latency_signal,
         script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
@@ -100,16 +121,28 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
             .map(|(t, i)| (t - settings.from_s, i.job.clone(), i.target, i.reason.as_str().to_string()))
             .collect(),
         max_pending: inside.iter().map(|r| r.pending_online_pods).max().unwrap_or(0),
+        series: inside
+            .iter()
+            .map(|r| WindowSample {
+                t_s: r.t - settings.from_s,
+                pending_online_pods: r.pending_online_pods,
+                scheduler_preemptions: r.killed_by_scheduler - killed0,
+                workers: r.workers.iter().sum(),
+            })
+            .collect(),
     }
 }
 
 /// The engine's view of a window being played.
 pub(crate) struct Window {
+    /// The window opens here.
+    pub from_s: f64,
     /// The run stops here.
     pub until: f64,
     /// When the jobs are filled and the controller starts.
     pub jobs_at: f64,
     pub release_time: Option<Duration>,
+    pub release_in_place: bool,
     pub load_signal: bool,
     pub latency_signal: bool,
     /// Per service, the syncs still to play, the next last.
@@ -126,9 +159,15 @@ impl Window {
     /// Plays service `s`'s scripted sync due at `now`, if any: the HPA's status as the script
     /// says, and the replicas to set.
     pub fn scripted_sync(&mut self, s: usize, now: f64, hpa: &mut HpaState) -> Option<u32> {
+        self.play_until(s, |at| at <= now + 1e-9, hpa)
+    }
+
+    /// Plays service `s`'s scripted syncs for which `due(at_s)` holds, at once: the last one
+    /// sets the HPA's status and the replicas returned.
+    fn play_until(&mut self, s: usize, due: impl Fn(f64) -> bool, hpa: &mut HpaState) -> Option<u32> {
         let syncs = self.script.get_mut(s)?;
         let mut played = None;
-        while syncs.last().is_some_and(|sync| sync.at_s <= now + 1e-9) {
+        while syncs.last().is_some_and(|sync| due(sync.at_s)) {
             played = syncs.pop();
         }
         let sync = played?;
@@ -143,6 +182,21 @@ impl Window {
 /// workers are placed one by one where kube-scheduler's default scoring would put them (the
 /// node with the most room) until one fits nowhere; the job then runs with the workers placed.
 pub(crate) fn fill(world: &mut World) {
+    // The live test starts the service at the size of the last sync before the window and fills
+    // around its running pods; it plays no sync before the window. Playing those here, after the
+    // fill, would leave online pods pending at the window's start that live never has (4 on the
+    // WorldCup spike, and 4 workers fewer).
+    if let Some(w) = &mut world.window {
+        let from_s = w.from_s;
+        let sizes: Vec<Option<u32>> =
+            (0..world.services.len()).map(|s| w.play_until(s, |at| at < from_s, &mut world.services[s].hpa)).collect();
+        for (s, size) in sizes.into_iter().enumerate() {
+            if let Some(desired) = size {
+                world.set_replicas(s, desired);
+            }
+        }
+        world.schedule();
+    }
     let mut order: Vec<usize> = (0..world.jobs.len()).collect();
     order.sort_by_key(|&j| (world.jobs[j].spec.arrival, j));
     let now = world.now;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::pod_recorder::{PodRecord, PodRecorder, Role};
+use super::pod_recorder::{PodRecord, PodRecorder, Role, Sample};
 
 /// What one run measured over the window.
 #[derive(Debug)]
@@ -26,6 +26,8 @@ pub struct Figures {
     pub scheduler_preemptions: usize,
     /// Workers already leaving (released by their master) that the scheduler picked as victims.
     pub scheduler_victims_leaving: usize,
+    /// When each of `scheduler_preemptions` happened, seconds after the window opened.
+    pub preempted_s: Vec<f64>,
     pub forced_preemptions: f64,
     /// (seconds into the window, job, target, reason) of every command the masters received.
     pub scale_commands: Vec<(f64, String, u32, String)>,
@@ -38,7 +40,8 @@ pub struct Figures {
     pub workers: (usize, usize, f64, usize),
     /// CPU held by workers (leaving ones included), mean of the samples.
     pub training_cpu_mean: f64,
-    pub samples: Vec<Value>,
+    /// The recorder's samples, each with its seconds after the window opened.
+    pub samples: Vec<(f64, Sample)>,
     /// Seconds from the controller's start to the window's (0 without a controller).
     pub warmup_s: f64,
 }
@@ -64,8 +67,11 @@ pub fn figures(
         .map(|r| r.bound.map(|b| b.duration_since(t0).as_secs_f64()))
         .collect::<Option<Vec<f64>>>()
         .map(|bound| bound.into_iter().fold(0.0, f64::max));
-    let preempted: Vec<bool> =
-        workers.iter().filter_map(|r| r.preempted).filter(|(t, _)| within(Some(*t))).map(|(_, live)| live).collect();
+    let preempted: Vec<(Instant, bool)> =
+        workers.iter().filter_map(|r| r.preempted).filter(|(t, _)| within(Some(*t))).collect();
+    let mut preempted_s: Vec<f64> =
+        preempted.iter().filter(|(_, live)| *live).map(|(t, _)| t.duration_since(t0).as_secs_f64()).collect();
+    preempted_s.sort_by(f64::total_cmp);
     let preempted_live = |r: &PodRecord| r.preempted.is_some_and(|(_, live)| live);
     let released = workers
         .iter()
@@ -82,8 +88,9 @@ pub fn figures(
         max_pending: most_at_once(&waits),
         pending_at_end: online.iter().filter(|r| r.unschedulable_at(end)).count(),
         last_online_bound_s: last_bound,
-        scheduler_preemptions: preempted.iter().filter(|live| **live).count(),
-        scheduler_victims_leaving: preempted.iter().filter(|live| !**live).count(),
+        scheduler_preemptions: preempted_s.len(),
+        scheduler_victims_leaving: preempted.iter().filter(|(_, live)| !*live).count(),
+        preempted_s,
         forced_preemptions,
         scale_commands,
         workers_released: released,
@@ -96,14 +103,7 @@ pub fn figures(
         ),
         training_cpu_mean: mean(samples.iter().map(|s| s.worker_cpu_milli as f64 / 1000.0)),
         warmup_s,
-        samples: samples
-            .iter()
-            .map(|s| {
-                json!({"t_s": (s.at.duration_since(t0).as_secs_f64() * 10.0).round() / 10.0,
-                       "workers": s.workers, "worker_cpu": s.worker_cpu_milli as f64 / 1000.0,
-                       "online_running": s.online_running, "online_unschedulable": s.online_unschedulable})
-            })
-            .collect(),
+        samples: samples.iter().map(|s| (s.at.duration_since(t0).as_secs_f64(), *s)).collect(),
     }
 }
 
@@ -202,6 +202,10 @@ pub fn to_json(f: &Figures, took: Duration) -> Value {
         "workers": {"start": f.workers.0, "min": f.workers.1, "mean": f.workers.2, "end": f.workers.3},
         "training_cpu_mean": f.training_cpu_mean,
         "wall_time_s": took.as_secs_f64(),
-        "samples": f.samples,
+        "samples": f.samples.iter().map(|(t, s)| json!({
+            "t_s": (t * 10.0).round() / 10.0,
+            "workers": s.workers, "worker_cpu": s.worker_cpu_milli as f64 / 1000.0,
+            "online_running": s.online_running, "online_unschedulable": s.online_unschedulable,
+        })).collect::<Vec<_>>(),
     })
 }
