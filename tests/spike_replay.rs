@@ -48,6 +48,7 @@ use support::pod_recorder::PodRecorder;
 use support::process::free_port;
 use support::prometheus::Prometheus;
 use support::spike::{self, Schedule};
+use support::spike_acceptance::{self, Judged, Verdict};
 use support::spike_figures::{self, Figures};
 use support::testbed::Testbed;
 
@@ -209,6 +210,12 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
         eprintln!("{}", side_by_side(c));
     }
     eprintln!("{}", comparison(&baseline, &compared));
+    let verdicts: Vec<Verdict> =
+        compared.iter().map(|c| Verdict::judge(c.config.name, &judged(&baseline, c))).collect();
+    eprintln!("acceptance (docs/spike-replay.md):");
+    for v in &verdicts {
+        eprintln!("  {}", v.line());
+    }
     let report = json!({
         "scenario": scenario.spec.name,
         "window_s": [schedule.from_s, schedule.to_s],
@@ -217,10 +224,11 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
         "pending_measure": "live: sum over online pods of the time from first seen PodScheduled=False/Unschedulable to bound; replay: pending online pod-seconds in the window",
         "hpa_before_window": spike::sync_json(&schedule.before),
         "hpa_syncs": schedule.syncs.iter().map(spike::sync_json).collect::<Vec<_>>(),
-        "configs": compared.iter().map(|c| json!({
+        "configs": compared.iter().zip(&verdicts).map(|(c, v)| json!({
             "name": c.config.name,
             "live": {"preemption": live_json(&baseline), "colocate": live_json(&c.live_colocate)},
             "replay": {"preemption": replay_json(&c.replay_preemption), "colocate": replay_json(&c.replay_colocate)},
+            "acceptance": v.to_json(),
         })).collect::<Vec<_>>(),
         "runs": runs.iter().zip(&took).map(|(f, t)| spike_figures::to_json(f, *t)).collect::<Vec<_>>(),
     });
@@ -252,6 +260,54 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             baseline.scheduler_preemptions
         );
     }
+    // The issue's acceptance, where it holds on both spikes played (the flash crowd and the
+    // WorldCup98 one): the configuration CI runs. The others are reported above.
+    for v in verdicts.iter().filter(|v| ASSERTED.contains(&v.config.as_str())) {
+        assert!(v.holds(), "acceptance: {}", v.line());
+    }
+}
+
+/// Configurations whose acceptance the test asserts (docs/spike-replay.md: the others miss a
+/// target out of reach with 30 s releases, or replay does not yet predict them within bounds).
+const ASSERTED: [&str; 1] = ["load-signal-fast-release"];
+
+/// One configuration's live and replay figures, as the acceptance judges them.
+fn judged(baseline: &Figures, c: &Compared) -> Judged {
+    Judged {
+        live_baseline_pod_s: baseline.pending_pod_s,
+        live_baseline_killed: baseline.scheduler_preemptions,
+        live_pod_s: c.live_colocate.pending_pod_s,
+        live_killed: c.live_colocate.scheduler_preemptions,
+        live_forced: c.live_colocate.forced_preemptions,
+        replay_baseline_pod_s: c.replay_preemption.online_unschedulable_pod_s,
+        replay_baseline_killed: c.replay_preemption.scheduler_preemptions,
+        replay_pod_s: c.replay_colocate.online_unschedulable_pod_s,
+        replay_killed: c.replay_colocate.scheduler_preemptions,
+    }
+}
+
+#[test]
+fn acceptance_bounds_are_the_issue_s() {
+    use spike_acceptance::{killed_agree, pod_s_agree};
+    assert!(pod_s_agree(1_300.0, 1_000.0) && !pod_s_agree(1_301.0, 1_000.0));
+    assert!(pod_s_agree(0.0, 100.0) && !pod_s_agree(0.0, 101.0));
+    assert!(killed_agree(0, 3) && !killed_agree(0, 4));
+    assert!(killed_agree(13, 17) && !killed_agree(13, 20));
+    let fast = |killed| Judged {
+        live_baseline_pod_s: 4_000.0,
+        live_baseline_killed: 41,
+        live_pod_s: 50.0,
+        live_killed: killed,
+        live_forced: 0.0,
+        replay_baseline_pod_s: 3_990.0,
+        replay_baseline_killed: 42,
+        replay_pod_s: 0.0,
+        replay_killed: 0,
+    };
+    assert!(Verdict::judge("load-signal-fast-release", &fast(0)).holds());
+    // 1.25% of the baseline, but a worker killed: the target asks for none.
+    assert_eq!(Verdict::judge("load-signal-fast-release", &fast(1)).target_met, Some(false));
+    assert_eq!(Verdict::judge("hpa-only-grace30-never", &fast(1)).target_met, None);
 }
 
 /// One run on a fresh test bed: the baseline (`None`) or colocate in `config`.
@@ -410,18 +466,27 @@ async fn warm_up(c: &Controller, fill: &[(String, u32)]) {
 fn side_by_side(c: &Compared) -> String {
     let (live, replay) = (&c.live_colocate, &c.replay_colocate);
     let mut out = format!(
-        "colocate {} over the window, live / replay: Unschedulable online pods, workers preempted so far, running workers\n",
+        "colocate {} over the window, live / replay: Unschedulable online pods, workers preempted so far (and victims \
+         already leaving), running workers\n",
         c.config.name
     );
     let mut t = 0.0;
     while let Some((_, l)) = live.samples.iter().find(|(at, _)| *at >= t) {
         let r = replay.series.iter().find(|r| r.t_s + 1e-9 >= t);
-        let killed = live.preempted_s.iter().filter(|at| **at <= t).count();
-        let (rp, rk, rw) = r.map_or(("-".into(), "-".into(), "-".into()), |r| {
-            (r.pending_online_pods.to_string(), r.scheduler_preemptions.to_string(), r.workers.to_string())
+        let so_far = |times: &[f64]| times.iter().filter(|at| **at <= t).count();
+        let (killed, leaving) = (so_far(&live.preempted_s), so_far(&live.victims_leaving_s));
+        let (rp, rk, rl, rw) = r.map_or(("-".into(), "-".into(), "-".into(), "-".into()), |r| {
+            let s = |n: u64| n.to_string();
+            (
+                s(r.pending_online_pods.into()),
+                s(r.scheduler_preemptions),
+                s(r.scheduler_victims_leaving),
+                s(r.workers.into()),
+            )
         });
         out += &format!(
-            "  {t:>5.0} s  pending {:>3} / {rp:>3}   preempted {killed:>3} / {rk:>3}   workers {:>3} / {rw:>3}\n",
+            "  {t:>5.0} s  pending {:>3} / {rp:>3}   preempted {killed:>3} / {rk:>3} (leaving {leaving:>3} / {rl:>3})   \
+             workers {:>3} / {rw:>3}\n",
             l.online_unschedulable, l.workers
         );
         t += SERIES_EVERY_S;

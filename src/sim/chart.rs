@@ -194,6 +194,7 @@ mod tests {
             training_cpu: 4.0,
             pending_online_pods: pending,
             killed_by_scheduler: 0,
+            victims_leaving: 0,
             slo_violated: p99_ms > 250.0,
             services: vec![(100.0, 4, 4, p99_ms)],
             workers: vec![4],

@@ -47,6 +47,8 @@ pub struct World<'a> {
     gang_queue: VecDeque<usize>,
     /// Running workers the scheduler preempted for online pods.
     scheduler_preemptions: u64,
+    /// Victims the scheduler picked that were already leaving (released gracefully).
+    scheduler_victims_leaving: u64,
     intents: Vec<(f64, ScaleIntent)>,
     next_sample: f64,
     next_status: f64,
@@ -122,6 +124,7 @@ impl<'a> World<'a> {
             core,
             gang_queue: VecDeque::new(),
             scheduler_preemptions: 0,
+            scheduler_victims_leaving: 0,
             intents: Vec::new(),
             next_sample: 0.0,
             next_status: 0.0,
@@ -455,6 +458,7 @@ impl<'a> World<'a> {
         let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace);
         // Killed by the scheduler all the same, but their jobs had let them go already.
         self.scheduler_preemptions += u64::from(evictions.releases_cut);
+        self.scheduler_victims_leaving += u64::from(evictions.already_leaving);
         let mut hit: Vec<usize> = Vec::new();
         for (_, j) in evictions.pods {
             self.scheduler_preemptions += 1;
@@ -527,6 +531,7 @@ impl<'a> World<'a> {
             training_cpu: 0.0,
             pending_online_pods: 0,
             killed_by_scheduler: self.scheduler_preemptions,
+            victims_leaving: self.scheduler_victims_leaving,
             slo_violated: false,
             services: Vec::with_capacity(spec.services.len()),
             workers: Vec::with_capacity(self.jobs.len()),

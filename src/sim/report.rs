@@ -58,6 +58,8 @@ pub struct TimelineRow {
     pub pending_online_pods: u32,
     /// Running workers the scheduler preempted so far (cumulative).
     pub killed_by_scheduler: u64,
+    /// Victims the scheduler picked that were already leaving, so far (cumulative).
+    pub victims_leaving: u64,
     pub slo_violated: bool,
     /// Per service: (load rps, replicas, ready, p99 ms).
     pub services: Vec<(f64, u32, u32, f64)>,

@@ -84,6 +84,8 @@ pub struct WindowSample {
     pub pending_online_pods: u32,
     /// Running workers the scheduler preempted since the window opened.
     pub scheduler_preemptions: u64,
+    /// Workers already leaving that the scheduler picked as victims since the window opened.
+    pub scheduler_victims_leaving: u64,
     /// Active workers of every job.
     pub workers: u32,
 }
@@ -108,6 +110,7 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
     let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
     let killed0 = before.map_or(0, |r| r.killed_by_scheduler);
+    let leaving0 = before.map_or(0, |r| r.victims_leaving);
     let last = inside.last().copied();
     WindowFigures {
         online_unschedulable_pod_s: inside.iter().map(|r| f64::from(r.pending_online_pods) * dt).sum(),
@@ -127,6 +130,7 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
                 t_s: r.t - settings.from_s,
                 pending_online_pods: r.pending_online_pods,
                 scheduler_preemptions: r.killed_by_scheduler - killed0,
+                scheduler_victims_leaving: r.victims_leaving - leaving0,
                 workers: r.workers.iter().sum(),
             })
             .collect(),

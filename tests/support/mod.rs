@@ -10,5 +10,6 @@ pub mod pod_recorder;
 pub mod process;
 pub mod prometheus;
 pub mod spike;
+pub mod spike_acceptance;
 pub mod spike_figures;
 pub mod testbed;

@@ -26,8 +26,10 @@ pub struct Figures {
     pub scheduler_preemptions: usize,
     /// Workers already leaving (released by their master) that the scheduler picked as victims.
     pub scheduler_victims_leaving: usize,
-    /// When each of `scheduler_preemptions` happened, seconds after the window opened.
+    /// When each of `scheduler_preemptions` happened, seconds after the window opened, and
+    /// when each victim already leaving was picked.
     pub preempted_s: Vec<f64>,
+    pub victims_leaving_s: Vec<f64>,
     pub forced_preemptions: f64,
     /// (seconds into the window, job, target, reason) of every command the masters received.
     pub scale_commands: Vec<(f64, String, u32, String)>,
@@ -72,6 +74,9 @@ pub fn figures(
     let mut preempted_s: Vec<f64> =
         preempted.iter().filter(|(_, live)| *live).map(|(t, _)| t.duration_since(t0).as_secs_f64()).collect();
     preempted_s.sort_by(f64::total_cmp);
+    let mut victims_leaving_s: Vec<f64> =
+        preempted.iter().filter(|(_, live)| !*live).map(|(t, _)| t.duration_since(t0).as_secs_f64()).collect();
+    victims_leaving_s.sort_by(f64::total_cmp);
     let preempted_live = |r: &PodRecord| r.preempted.is_some_and(|(_, live)| live);
     let released = workers
         .iter()
@@ -91,6 +96,7 @@ pub fn figures(
         scheduler_preemptions: preempted_s.len(),
         scheduler_victims_leaving: preempted.iter().filter(|(_, live)| !*live).count(),
         preempted_s,
+        victims_leaving_s,
         forced_preemptions,
         scale_commands,
         workers_released: released,
