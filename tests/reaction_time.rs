@@ -35,7 +35,7 @@ async fn reaction_from_hpa_decision_to_shrink_command() {
     let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
     let b = ElasticJob::start(&bed, &client, "ml", "jb", (1, 12, 2), Behaviour::Honest, None).await;
     let controller = Controller::start(&bed, QUICK_CONFIG, QUICK_FLAGS).await;
-    let filled = wait_for_workers(&client, 10, "the jobs to fill the idle room").await;
+    let filled = settled_fill(&client).await;
 
     let mut samples = Vec::with_capacity(spikes);
     for spike in 0..spikes {
@@ -81,6 +81,22 @@ async fn reaction_from_hpa_decision_to_shrink_command() {
 }
 
 /// Waits until at least `at_least` workers run and the Deployments ask for no more than that.
+/// The workers once the jobs have filled the idle room and held still for 2 s. The masters
+/// scale their Deployments while the pods start, so running and wanted can agree for a moment
+/// mid-growth; a CI run took such a moment (10 of 14 workers) as the fill, and its second
+/// spike, played against a cluster still at the first spike's shrink, asked for no new shrink.
+async fn settled_fill(client: &kube::Client) -> usize {
+    let mut seen = wait_for_workers(client, 10, "the jobs to fill the idle room").await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = wait_for_workers(client, seen, "the jobs to fill the idle room").await;
+        if now == seen {
+            return now;
+        }
+        seen = now;
+    }
+}
+
 async fn wait_for_workers(client: &kube::Client, at_least: usize, what: &str) -> usize {
     eventually(Duration::from_secs(60), what, || {
         let client = client.clone();
