@@ -80,7 +80,6 @@ async fn reaction_from_hpa_decision_to_shrink_command() {
     assert_eq!(reaction.len(), spikes, "a spike without a shrink command");
 }
 
-/// Waits until at least `at_least` workers run and the Deployments ask for no more than that.
 /// The workers once the jobs have filled the idle room and held still for 2 s. The masters
 /// scale their Deployments while the pods start, so running and wanted can agree for a moment
 /// mid-growth; a CI run took such a moment (10 of 14 workers) as the fill, and its second
@@ -97,6 +96,7 @@ async fn settled_fill(client: &kube::Client) -> usize {
     }
 }
 
+/// Waits until at least `at_least` workers run and the Deployments ask for no more than that.
 async fn wait_for_workers(client: &kube::Client, at_least: usize, what: &str) -> usize {
     eventually(Duration::from_secs(60), what, || {
         let client = client.clone();

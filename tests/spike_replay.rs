@@ -237,11 +237,11 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
     eprintln!("report: {}", file.display());
 
     assert!(
-        baseline.scheduler_preemptions > 0,
+        baseline.scheduler_preemptions() > 0,
         "the preemption baseline preempted no worker: the replay did not contend for room, so it cannot tell \
          colocate from plain priority preemption"
     );
-    let killed = |f: &Figures| f.scheduler_preemptions as f64 + f.forced_preemptions;
+    let killed = |f: &Figures| f.scheduler_preemptions() as f64 + f.forced_preemptions;
     for c in &compared {
         let f = &c.live_colocate;
         assert!(
@@ -255,9 +255,9 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             killed(f) < killed(&baseline),
             "{}: colocate killed {} + {} workers, priority preemption {}",
             c.config.name,
-            f.scheduler_preemptions,
+            f.scheduler_preemptions(),
             f.forced_preemptions,
-            baseline.scheduler_preemptions
+            baseline.scheduler_preemptions()
         );
     }
     // The issue's acceptance, where it holds on both spikes played (the flash crowd and the
@@ -275,9 +275,9 @@ const ASSERTED: [&str; 1] = ["load-signal-fast-release"];
 fn judged(baseline: &Figures, c: &Compared) -> Judged {
     Judged {
         live_baseline_pod_s: baseline.pending_pod_s,
-        live_baseline_killed: baseline.scheduler_preemptions,
+        live_baseline_killed: baseline.scheduler_preemptions(),
         live_pod_s: c.live_colocate.pending_pod_s,
-        live_killed: c.live_colocate.scheduler_preemptions,
+        live_killed: c.live_colocate.scheduler_preemptions(),
         live_forced: c.live_colocate.forced_preemptions,
         replay_baseline_pod_s: c.replay_preemption.online_unschedulable_pod_s,
         replay_baseline_killed: c.replay_preemption.scheduler_preemptions,
@@ -500,7 +500,7 @@ const SERIES_EVERY_S: f64 = 5.0;
 fn live_json(f: &Figures) -> Value {
     json!({
         "online_unschedulable_pod_s": f.pending_pod_s,
-        "scheduler_preemptions": f.scheduler_preemptions,
+        "scheduler_preemptions": f.scheduler_preemptions(),
         "colocate_forced_preemptions": f.forced_preemptions,
         "scale_commands": f.scale_commands.len(),
         "online_max_unschedulable": f.max_pending,
@@ -526,7 +526,7 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
     );
     for c in compared {
         let live = |f: &Figures| {
-            (f.pending_pod_s, f.scheduler_preemptions as f64, f.forced_preemptions, f.scale_commands.len())
+            (f.pending_pod_s, f.scheduler_preemptions() as f64, f.forced_preemptions, f.scale_commands.len())
         };
         let replay = |f: &WindowFigures| {
             (

@@ -8,15 +8,23 @@
 
 use serde_json::{json, Value};
 
-/// What the issue asks of colocate's pending pod-seconds, as a share of the baseline's, per
-/// configuration; `load-signal-fast-release` also asks for no worker killed or forced.
-pub fn target_pct(config: &str) -> Option<f64> {
-    match config {
-        "load-signal-fast-release" => Some(5.0),
-        "load-signal-grace30" => Some(20.0),
-        "hpa-only-grace30" => Some(45.0),
-        _ => None,
-    }
+/// What the issue asks of one configuration: colocate's pending pod-seconds at most `pct` of
+/// the baseline's, and where it says so, no worker killed or forced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Target {
+    pub pct: f64,
+    pub nothing_killed: bool,
+}
+
+/// The issue's target for `config`, if it sets one.
+pub fn target(config: &str) -> Option<Target> {
+    let (pct, nothing_killed) = match config {
+        "load-signal-fast-release" => (5.0, true),
+        "load-signal-grace30" => (20.0, false),
+        "hpa-only-grace30" => (45.0, false),
+        _ => return None,
+    };
+    Some(Target { pct, nothing_killed })
 }
 
 /// Replay predicts live pod-seconds: within ±30%, or within 100 pod-s when live is under 400.
@@ -65,13 +73,13 @@ pub struct Verdict {
 impl Verdict {
     pub fn judge(config: &str, j: &Judged) -> Verdict {
         let pending_pct = 100.0 * j.live_pod_s / j.live_baseline_pod_s.max(1e-9);
-        let target = target_pct(config);
-        let nothing_killed = config != "load-signal-fast-release" || (j.live_killed == 0 && j.live_forced == 0.0);
+        let target = target(config);
+        let killed_none = j.live_killed == 0 && j.live_forced == 0.0;
         Verdict {
             config: config.to_string(),
             pending_pct,
-            target_pct: target,
-            target_met: target.map(|t| pending_pct <= t && nothing_killed),
+            target_pct: target.map(|t| t.pct),
+            target_met: target.map(|t| pending_pct <= t.pct && (killed_none || !t.nothing_killed)),
             baseline_agrees: (
                 pod_s_agree(j.replay_baseline_pod_s, j.live_baseline_pod_s),
                 killed_agree(j.replay_baseline_killed, j.live_baseline_killed),

@@ -22,13 +22,10 @@ pub struct Figures {
     pub pending_at_end: usize,
     /// When the last NGINX pod created in the window was bound (None: one never was).
     pub last_online_bound_s: Option<f64>,
-    /// Workers the scheduler preempted while they were running.
-    pub scheduler_preemptions: usize,
-    /// Workers already leaving (released by their master) that the scheduler picked as victims.
-    pub scheduler_victims_leaving: usize,
-    /// When each of `scheduler_preemptions` happened, seconds after the window opened, and
-    /// when each victim already leaving was picked.
+    /// When the scheduler preempted each worker that was running, seconds after the window
+    /// opened, sorted.
     pub preempted_s: Vec<f64>,
+    /// When it picked each worker already leaving (released by its master) as a victim, sorted.
     pub victims_leaving_s: Vec<f64>,
     pub forced_preemptions: f64,
     /// (seconds into the window, job, target, reason) of every command the masters received.
@@ -46,6 +43,13 @@ pub struct Figures {
     pub samples: Vec<(f64, Sample)>,
     /// Seconds from the controller's start to the window's (0 without a controller).
     pub warmup_s: f64,
+}
+
+impl Figures {
+    /// Workers the scheduler preempted while they were running.
+    pub fn scheduler_preemptions(&self) -> usize {
+        self.preempted_s.len()
+    }
 }
 
 pub fn figures(
@@ -69,14 +73,18 @@ pub fn figures(
         .map(|r| r.bound.map(|b| b.duration_since(t0).as_secs_f64()))
         .collect::<Option<Vec<f64>>>()
         .map(|bound| bound.into_iter().fold(0.0, f64::max));
-    let preempted: Vec<(Instant, bool)> =
-        workers.iter().filter_map(|r| r.preempted).filter(|(t, _)| within(Some(*t))).collect();
-    let mut preempted_s: Vec<f64> =
-        preempted.iter().filter(|(_, live)| *live).map(|(t, _)| t.duration_since(t0).as_secs_f64()).collect();
-    preempted_s.sort_by(f64::total_cmp);
-    let mut victims_leaving_s: Vec<f64> =
-        preempted.iter().filter(|(_, live)| !*live).map(|(t, _)| t.duration_since(t0).as_secs_f64()).collect();
-    victims_leaving_s.sort_by(f64::total_cmp);
+    // Seconds after t0 of the preemptions inside the window whose victim was running (`live`)
+    // or already leaving, sorted.
+    let preempted_when = |live: bool| {
+        let mut at: Vec<f64> = workers
+            .iter()
+            .filter_map(|r| r.preempted)
+            .filter(|(t, l)| *l == live && within(Some(*t)))
+            .map(|(t, _)| t.duration_since(t0).as_secs_f64())
+            .collect();
+        at.sort_by(f64::total_cmp);
+        at
+    };
     let preempted_live = |r: &PodRecord| r.preempted.is_some_and(|(_, live)| live);
     let released = workers
         .iter()
@@ -93,10 +101,8 @@ pub fn figures(
         max_pending: most_at_once(&waits),
         pending_at_end: online.iter().filter(|r| r.unschedulable_at(end)).count(),
         last_online_bound_s: last_bound,
-        scheduler_preemptions: preempted_s.len(),
-        scheduler_victims_leaving: preempted.iter().filter(|(_, live)| !*live).count(),
-        preempted_s,
-        victims_leaving_s,
+        preempted_s: preempted_when(true),
+        victims_leaving_s: preempted_when(false),
         forced_preemptions,
         scale_commands,
         workers_released: released,
@@ -154,8 +160,8 @@ pub fn table(runs: &[&Figures]) -> String {
         ("most Unschedulable at once", |f| f.max_pending.to_string()),
         ("Unschedulable at the end", |f| f.pending_at_end.to_string()),
         ("last NGINX pod bound at", |f| f.last_online_bound_s.map_or("never".into(), |s| format!("{s:.1} s"))),
-        ("workers preempted by the scheduler", |f| f.scheduler_preemptions.to_string()),
-        ("  (victims already leaving)", |f| f.scheduler_victims_leaving.to_string()),
+        ("workers preempted by the scheduler", |f| f.scheduler_preemptions().to_string()),
+        ("  (victims already leaving)", |f| f.victims_leaving_s.len().to_string()),
         ("colocate forced preemptions", |f| format!("{:.0}", f.forced_preemptions)),
         ("scale commands", |f| f.scale_commands.len().to_string()),
         ("workers released (masters, forced)", |f| f.workers_released.to_string()),
@@ -197,8 +203,8 @@ pub fn to_json(f: &Figures, took: Duration) -> Value {
         "online_max_unschedulable": f.max_pending,
         "online_unschedulable_at_end": f.pending_at_end,
         "last_online_pod_bound_s": f.last_online_bound_s,
-        "scheduler_preemptions": f.scheduler_preemptions,
-        "scheduler_victims_already_leaving": f.scheduler_victims_leaving,
+        "scheduler_preemptions": f.scheduler_preemptions(),
+        "scheduler_victims_already_leaving": f.victims_leaving_s.len(),
         "colocate_forced_preemptions": f.forced_preemptions,
         "scale_commands": f.scale_commands.iter()
             .map(|(t, job, target, reason)| json!({"t_s": t, "job": job, "target": target, "reason": reason}))
