@@ -7,11 +7,13 @@
 //! team's notes with line numbers are research-fast-release.md, section 2): a pod being deleted keeps counting against its node
 //! until it is gone, so room that released workers will free is invisible to the scheduler and
 //! a pod that does not fit preempts running workers anyway; victims are the least important
-//! lower-priority pods (newest first) after reprieving all it can, on the node needing the
-//! fewest; the preemptor is nominated to that node, and pods nominated there hold its room
+//! lower-priority pods (newest first) after reprieving all it can, on the node that
+//! pickOneNodeForPreemption picks (fewest and least important victims, then the youngest);
+//! the preemptor is nominated to that node, and pods nominated there hold its room
 //! against other pods. It holds back from preempting again only while victims of a preemption
 //! (pods the scheduler marked `DisruptionTarget`) are still leaving its nominated node.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use super::policy::draw;
@@ -325,7 +327,7 @@ impl Cluster {
                 self.pods.get_mut(&id).expect("pending pod").nominated = None;
                 self.nodes[n].nominated -= requests;
             }
-            if let Some((node, victims)) = self.find_victims(&requests, mode, priority) {
+            if let Some((node, victims)) = self.find_victims(&requests, mode, priority, id) {
                 for (v, job) in victims {
                     match self.preempt(v, now, grace) {
                         Preempted::Running => evictions.pods.push((v, job)),
@@ -368,8 +370,8 @@ impl Cluster {
         Preempted::Running
     }
 
-    /// The node where preemption needs the fewest victims, as kube-scheduler's
-    /// SelectVictimsOnNode and pickOneNodeForPreemption choose: every lower-priority pod on the
+    /// The node and victims kube-scheduler's SelectVictimsOnNode and pickOneNodeForPreemption
+    /// choose (the node by [`Cluster::node_rank`]): every lower-priority pod on the
     /// node is a candidate (leaving ones too: they still count against it), then the most
     /// important (highest priority, oldest) are reprieved while the preemptor still fits. For
     /// whole jobs, a job's every pod goes with it.
@@ -378,6 +380,7 @@ impl Cluster {
         requests: &Resources,
         mode: Preemption,
         priority: &dyn Fn(usize) -> i32,
+        preemptor: PodId,
     ) -> Option<(usize, Vec<(PodId, usize)>)> {
         // One pass over the pods: the workers that could go, per node and per job.
         let mut on_node: Vec<Vec<Candidate>> = vec![Vec::new(); self.nodes.len()];
@@ -392,7 +395,7 @@ impl Cluster {
                 }
             }
         }
-        let mut best: Option<(usize, Vec<(PodId, usize)>)> = None;
+        let mut best: Option<(NodeRank, usize, Vec<(PodId, usize)>)> = None;
         for (n, mut candidates) in on_node.into_iter().enumerate() {
             let open = self.free(n) - self.nodes[n].nominated;
             // Most important first, as kube-scheduler's MoreImportantPod: highest priority, then
@@ -451,12 +454,58 @@ impl Cluster {
                     victims
                 }
             };
-            if best.as_ref().is_none_or(|(_, b)| victims.len() < b.len()) {
-                best = Some((n, victims));
+            let rank = self.node_rank(n, &victims, priority, preemptor);
+            if best.as_ref().is_none_or(|(b, _, _)| rank < *b) {
+                best = Some((rank, n, victims));
             }
         }
-        best
+        best.map(|(_, n, victims)| (n, victims))
     }
+
+    /// How kube-scheduler's pickOneNodeForPreemption ranks a node for a preemption, least
+    /// disruptive first: the lowest highest-priority victim, the lowest sum of priorities, the
+    /// fewest victims, then the latest start among the highest-priority victims (so a node
+    /// whose victims already leave, old workers, loses to one with a young running worker:
+    /// the WorldCup spike's live preemptions did just that); what still ties is decided by Go's
+    /// map order, for which a draw from the preemptor and the node stands in.
+    fn node_rank(
+        &self,
+        node: usize,
+        victims: &[(PodId, usize)],
+        priority: &dyn Fn(usize) -> i32,
+        preemptor: PodId,
+    ) -> NodeRank {
+        let highest = victims.iter().map(|(_, job)| priority(*job)).max().unwrap_or(i32::MIN);
+        let shifted_sum: i64 = victims.iter().map(|(_, job)| i64::from(priority(*job)) + i64::from(i32::MAX) + 1).sum();
+        let earliest_start = victims
+            .iter()
+            .filter(|(_, job)| priority(*job) == highest)
+            .map(|(id, _)| started_s(&self.pods[id]))
+            .min()
+            .unwrap_or(i64::MAX);
+        NodeRank {
+            highest_priority: highest,
+            shifted_sum,
+            victims: victims.len(),
+            earliest_start: Reverse(earliest_start),
+            tie: (draw(preemptor, &self.nodes[node].name) * (1u64 << 53) as f64) as u64,
+        }
+    }
+}
+
+/// [`Cluster::node_rank`]: compared field by field, the smallest is picked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct NodeRank {
+    highest_priority: i32,
+    shifted_sum: i64,
+    victims: usize,
+    earliest_start: Reverse<i64>,
+    tie: u64,
+}
+
+/// The second a pod started: `status.startTime` has a resolution of one second.
+fn started_s(pod: &SimPod) -> i64 {
+    pod.ready_at.unwrap_or(pod.created_at).floor() as i64
 }
 
 /// A pod preemption could evict, with what ranks it among the others on its node.
@@ -478,8 +527,7 @@ struct Candidate {
 
 impl Candidate {
     fn of(pod: &SimPod, priority: i32, id: PodId, job: usize) -> Candidate {
-        let started = pod.ready_at.unwrap_or(pod.created_at);
-        Candidate { priority, started_s: started.floor() as i64, tie: draw(0, &pod.name), id, job }
+        Candidate { priority, started_s: started_s(pod), tie: draw(0, &pod.name), id, job }
     }
 
     fn more_important_first(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {

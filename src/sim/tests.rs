@@ -297,6 +297,29 @@ fn workers_that_started_in_the_same_second_are_victims_in_no_particular_order() 
 }
 
 #[test]
+fn among_nodes_needing_as_many_victims_preemption_picks_the_youngest() {
+    // kube-scheduler's pickOneNodeForPreemption: one victim on either node, so the node whose
+    // victim started last. Here that spares the old worker already leaving on n0 and kills the
+    // young running one on n1, as the live WorldCup spike did.
+    let mut c = cluster(&[4000, 4000]);
+    let old = bound(&mut c, worker(0), cpu(4000), 0);
+    let young = c.create("young".into(), worker(1), cpu(4000), 10.0);
+    c.bind(young, 1, 10.0);
+    c.delete(old, 20.0, GRACE);
+    c.create("web".into(), online_kind(), cpu(1000), 20.0);
+    assert_eq!(schedule(&mut c, 20.0, Preemption::Workers, &[0, 0]), [(young, 1)]);
+    // Fewer victims still come first: two young 2-CPU workers on n1 against one old on n0.
+    let mut c = cluster(&[4000, 4000]);
+    let old = bound(&mut c, worker(0), cpu(4000), 0);
+    for k in 0..2 {
+        let id = c.create(format!("young-{k}"), worker(1), cpu(2000), 10.0);
+        c.bind(id, 1, 10.0);
+    }
+    c.create("web".into(), online_kind(), cpu(3000), 20.0);
+    assert_eq!(schedule(&mut c, 20.0, Preemption::Workers, &[0, 0]), [(old, 0)]);
+}
+
+#[test]
 fn a_second_preemptor_finds_its_own_victims() {
     // Two 2-CPU workers fill the node; two 2-CPU online pods each need one of them.
     let mut c = cluster(&[4000]);
