@@ -1,6 +1,8 @@
 //! `colocate check-config FILE`: validates a controller configuration file and prints the
 //! effective settings; bad files exit with 2 and name the file, line and key.
 
+mod support;
+
 use std::process::Command;
 
 const GOOD: &str = r#"controller:
@@ -128,4 +130,41 @@ fn a_token_file_that_cannot_be_read_here_is_a_warning_naming_it() {
     let yaml = GOOD.replace("run:\n", &format!("run:\n  master_token_file: {}\n", token.display()));
     let (_d, _p, code, _out, err) = check(&yaml, &[]);
     assert_eq!((code, err.contains("the file is empty")), (Some(0), true), "{err}");
+}
+
+#[test]
+fn https_with_a_ca_bundle_is_accepted_and_a_certificate_file_it_cannot_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = support::certs::Ca::new("cluster CA");
+    let ca_file = support::certs::write(dir.path(), "ca.crt", &ca.pem);
+    let tls = format!(
+        "run:\n  prometheus_url: https://prometheus.example.com\n  prometheus_tls: {{ca_file: {ca}}}\n  \
+         prometheus_token_file: {token}\n  master_tls: {{ca_file: {ca}}}\n",
+        ca = ca_file.display(),
+        token = support::certs::write(dir.path(), "token", "t0ken\n").display(),
+    );
+    let yaml = GOOD.replace("run:\n", &tls).replace("  prometheus_url: http://prometheus.monitoring:9090\n", "");
+    let (_d, _p, code, out, err) = check(&yaml, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("  master_tls: CA {}", ca_file.display())), "{out}");
+    assert!(out.contains("  prometheus_url: https://prometheus.example.com"), "{out}");
+
+    // A bundle that is not there, or is not PEM, is refused by its key.
+    let missing = yaml.replacen(
+        &format!("master_tls: {{ca_file: {}", ca_file.display()),
+        "master_tls: {ca_file: /no/such/ca.crt",
+        1,
+    );
+    let (_d, path, code, _, err) = check(&missing, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&path.display().to_string())
+            && err.contains("run.master_tls.ca_file: cannot read /no/such/ca.crt"),
+        "{err}"
+    );
+    let not_pem = support::certs::write(dir.path(), "notes.txt", "hello");
+    let yaml = yaml.replacen(&ca_file.display().to_string(), &not_pem.display().to_string(), 1);
+    let (_d, _p, code, _, err) = check(&yaml, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("run.prometheus_tls.ca_file: ") && err.contains("notes.txt"), "{err}");
 }

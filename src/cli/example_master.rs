@@ -25,6 +25,7 @@ use anyhow::{anyhow, Context};
 use colocate::core::resources::{parse_cpu, parse_memory};
 use colocate::live::config::LogFormat;
 use colocate::live::master::deployment::DeploymentBackend;
+use colocate::live::master::tls_listener::{server_config, TlsListener};
 use colocate::live::master::{serve_with_shutdown, MasterConfig, MasterState, WorkerResources};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
@@ -76,6 +77,16 @@ pub struct Args {
     /// requests need no token.
     #[arg(long, env = "COLOCATE_MASTER_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Serve https with this PEM certificate chain (with --tls-key-file); the controller then
+    /// needs the master's Service port to say `appProtocol: https`.
+    #[arg(long, env = "COLOCATE_MASTER_TLS_CERT_FILE", value_name = "FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, env = "COLOCATE_MASTER_TLS_KEY_FILE", value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Accept only clients presenting a certificate this PEM bundle signed (mTLS).
+    #[arg(long, env = "COLOCATE_MASTER_TLS_CLIENT_CA_FILE", value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_client_ca_file: Option<PathBuf>,
     /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).
     #[arg(long, env = "COLOCATE_MASTER_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -147,6 +158,14 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
         }
         None => None,
     };
+    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => Some(
+            server_config(cert, key, args.tls_client_ca_file.as_deref())
+                .context("--tls-cert-file / --tls-key-file / --tls-client-ca-file")
+                .map_err(Config)?,
+        ),
+        _ => None,
+    };
     let kube_config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
@@ -191,8 +210,17 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
         .map_err(Runtime)?;
     let addr = listener.local_addr().context("reading the listening address").map_err(Runtime)?;
     let shutdown = shutdown_signal().map_err(Runtime)?;
-    tracing::info!(job = %args.job, deployment = %format!("{namespace}/{}", args.deployment), generation, %addr, "listening on {addr}");
-    serve_with_shutdown(listener, state, shutdown).await.context("serving master protocol v1").map_err(Runtime)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(job = %args.job, deployment = %format!("{namespace}/{}", args.deployment), generation, %addr, scheme,
+        "listening on {addr}");
+    let served = match tls {
+        Some(tls) => {
+            let listener = TlsListener::new(listener, tls).context("reading the listening address").map_err(Runtime)?;
+            serve_with_shutdown(listener, state, shutdown).await
+        }
+        None => serve_with_shutdown(listener, state, shutdown).await,
+    };
+    served.context("serving master protocol v1").map_err(Runtime)?;
     tracing::info!("stopped");
     Ok(())
 }

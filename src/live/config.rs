@@ -13,6 +13,7 @@ use crate::core::config::duration;
 use crate::core::Config;
 use crate::live::master::ClientConfigError;
 use crate::live::selector::LabelSelector;
+use crate::live::tls::TlsFiles;
 use crate::yaml::{self, InputError};
 
 /// Where `run` serves /metrics unless told: loopback, as nothing outside the host needs it
@@ -51,9 +52,20 @@ pub struct RunFlags {
     /// Prometheus server for service load and latency queries.
     #[arg(long, env = "COLOCATE_PROMETHEUS_URL", value_name = "URL")]
     pub prometheus_url: Option<String>,
+    /// PEM bundle of the CA certificates to trust for an https Prometheus (and https scrape
+    /// URLs) instead of the system roots.
+    #[arg(long, env = "COLOCATE_PROMETHEUS_CA_FILE", value_name = "FILE")]
+    pub prometheus_ca_file: Option<PathBuf>,
+    /// File holding a bearer token sent to Prometheus (a managed endpoint's credentials).
+    #[arg(long, env = "COLOCATE_PROMETHEUS_TOKEN_FILE", value_name = "FILE")]
+    pub prometheus_token_file: Option<PathBuf>,
     /// File holding the bearer token sent to job masters.
     #[arg(long, env = "COLOCATE_MASTER_TOKEN_FILE", value_name = "FILE")]
     pub master_token_file: Option<PathBuf>,
+    /// PEM bundle of the CA certificates to trust for masters served over https (a Service
+    /// port with `appProtocol: https`) instead of the system roots.
+    #[arg(long, env = "COLOCATE_MASTER_CA_FILE", value_name = "FILE")]
+    pub master_ca_file: Option<PathBuf>,
     /// Leader Lease duration: a follower takes over at most this long after the leader died.
     #[arg(long, env = "COLOCATE_LEASE_DURATION", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub lease_duration: Option<Duration>,
@@ -105,7 +117,13 @@ pub struct RunFile {
     pub lease_namespace: Option<String>,
     pub lease_name: Option<String>,
     pub prometheus_url: Option<String>,
+    /// TLS towards Prometheus and scrape URLs: `ca_file`, and `cert_file` with `key_file` for
+    /// mTLS.
+    pub prometheus_tls: Option<TlsFiles>,
+    pub prometheus_token_file: Option<PathBuf>,
     pub master_token_file: Option<PathBuf>,
+    /// TLS towards masters served over https, as `prometheus_tls`.
+    pub master_tls: Option<TlsFiles>,
     /// Samples older than this count as missing (latency unknown: no growth on its nodes).
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_stale_after: Option<Duration>,
@@ -211,15 +229,14 @@ fn metric_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(name)
 }
 
-/// An absolute `http://` URL with a host: what the sampler can reach (this build of reqwest
-/// has no TLS). Used by the config checks and by the sampler, so that they cannot disagree.
+/// An absolute `http://` or `https://` URL with a host: what the sampler can reach. Used by
+/// the config checks and by the sampler, so that they cannot disagree.
 pub fn http_url(text: &str) -> Result<Url, String> {
     let url = Url::parse(text).map_err(|e| e.to_string())?;
     match url.scheme() {
-        "http" if url.host().is_some() => Ok(url),
-        "http" => Err("no host".into()),
-        "https" => Err("https is not supported: this build speaks plain HTTP only (no TLS)".into()),
-        other => Err(format!("scheme `{other}` is not http")),
+        "http" | "https" if url.host().is_some() => Ok(url),
+        "http" | "https" => Err("no host".into()),
+        other => Err(format!("scheme `{other}` is not http or https")),
     }
 }
 
@@ -257,7 +274,10 @@ pub struct RunConfig {
     pub lease_namespace: String,
     pub lease_name: String,
     pub prometheus_url: Option<String>,
+    pub prometheus_tls: TlsFiles,
+    pub prometheus_token_file: Option<PathBuf>,
     pub master_token_file: Option<PathBuf>,
+    pub master_tls: TlsFiles,
     pub sample_stale_after: Duration,
     /// How often services' load and latency are sampled.
     pub sample_interval: Duration,
@@ -303,7 +323,10 @@ impl RunConfig {
                 .or_else(|| run.lease_name.clone())
                 .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string()),
             prometheus_url: flags.prometheus_url.clone().or_else(|| run.prometheus_url.clone()),
+            prometheus_tls: with_ca_file(&run.prometheus_tls, &flags.prometheus_ca_file),
+            prometheus_token_file: flags.prometheus_token_file.clone().or_else(|| run.prometheus_token_file.clone()),
             master_token_file: flags.master_token_file.clone().or_else(|| run.master_token_file.clone()),
+            master_tls: with_ca_file(&run.master_tls, &flags.master_ca_file),
             sample_stale_after: run.sample_stale_after.unwrap_or(Duration::from_secs(60)),
             sample_interval: run.sample_interval.unwrap_or(Duration::from_secs(5)),
             lease_duration: flags.lease_duration.or(run.lease_duration).unwrap_or(Duration::from_secs(15)),
@@ -363,6 +386,11 @@ impl RunConfig {
         }
         if let Some(url) = &config.prometheus_url {
             http_url(url).map_err(|problem| invalid("run.prometheus_url", format!("`{url}`: {problem}")))?;
+        }
+        // Read now, as `run` reads them at start: a certificate that is missing, unreadable or
+        // not PEM is refused here, naming the key (in a pod: the Secret is not mounted there).
+        for (tls, prefix) in [(&config.prometheus_tls, "run.prometheus_tls"), (&config.master_tls, "run.master_tls")] {
+            tls.load(prefix).map_err(|e| invalid(&e.key, e.problem))?;
         }
         let mut names = std::collections::HashSet::new();
         for (i, s) in config.services.iter().enumerate() {
@@ -444,10 +472,10 @@ impl RunConfig {
             ("lease_namespace", self.lease_namespace.clone()),
             ("lease_name", self.lease_name.clone()),
             ("prometheus_url", self.prometheus_url.clone().unwrap_or_else(|| "(none)".into())),
-            (
-                "master_token_file",
-                self.master_token_file.as_deref().map_or("(none)".into(), |p| p.display().to_string()),
-            ),
+            ("prometheus_tls", describe_tls(&self.prometheus_tls)),
+            ("prometheus_token_file", describe_path(&self.prometheus_token_file)),
+            ("master_token_file", describe_path(&self.master_token_file)),
+            ("master_tls", describe_tls(&self.master_tls)),
             ("sample_stale_after", d(self.sample_stale_after)),
             ("sample_interval", d(self.sample_interval)),
             ("lease_duration", d(self.lease_duration)),
@@ -482,7 +510,12 @@ impl RunConfig {
     /// that are missing or empty here (in a pod they are usually mounted Secrets).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(path) = &self.master_token_file {
+        let token_files = [
+            ("run.master_token_file", &self.master_token_file),
+            ("run.prometheus_token_file", &self.prometheus_token_file),
+        ];
+        for (key, path) in token_files {
+            let Some(path) = path else { continue };
             // The same read `run` does at start.
             let problem = match crate::live::master::read_token_file(path) {
                 Ok(_) => None,
@@ -492,13 +525,34 @@ impl RunConfig {
             };
             if let Some(problem) = problem {
                 out.push(format!(
-                    "run.master_token_file: {}: {problem}; `colocate run` refuses to start unless it can read a \
-                     token there (in a pod: mount the Secret at that path)",
+                    "{key}: {}: {problem}; `colocate run` refuses to start unless it can read a token there (in a \
+                     pod: mount the Secret at that path)",
                     path.display()
                 ));
             }
         }
         out
+    }
+}
+
+/// The file's TLS block with the flag's CA file over its own.
+fn with_ca_file(file: &Option<TlsFiles>, flag: &Option<PathBuf>) -> TlsFiles {
+    let mut tls = file.clone().unwrap_or_default();
+    if let Some(ca) = flag {
+        tls.ca_file = Some(ca.clone());
+    }
+    tls
+}
+
+fn describe_path(path: &Option<PathBuf>) -> String {
+    path.as_deref().map_or("(none)".into(), |p| p.display().to_string())
+}
+
+fn describe_tls(tls: &TlsFiles) -> String {
+    let trust = tls.ca_file.as_deref().map_or("system roots".into(), |p| format!("CA {}", p.display()));
+    match &tls.cert_file {
+        Some(cert) => format!("{trust}, client certificate {}", cert.display()),
+        None => trust,
     }
 }
 
@@ -577,12 +631,12 @@ mod tests {
             |source: &str| format!("services:\n  - name: a\n    namespace: web\n    hpa: a\n    load: {source}\n");
         for (source, expected) in [
             (
-                "{scrape: {url: 'https://a/metrics', metric: x}}",
-                "services[0].load.scrape.url: `https://a/metrics`: https is not supported",
+                "{scrape: {url: 'https://:9100/metrics', metric: x}}",
+                "services[0].load.scrape.url: `https://:9100/metrics`: empty host",
             ),
             (
                 "{scrape: {url: 'ftp://a/metrics', metric: x}}",
-                "services[0].load.scrape.url: `ftp://a/metrics`: scheme `ftp` is not http",
+                "services[0].load.scrape.url: `ftp://a/metrics`: scheme `ftp` is not http or https",
             ),
             (
                 "{scrape: {url: 'a:9100/metrics', metric: x}}",
@@ -616,10 +670,10 @@ mod tests {
     }
 
     #[test]
-    fn prometheus_url_must_be_plain_http_with_a_host() {
+    fn prometheus_url_must_be_http_or_https_with_a_host() {
         for (url, problem) in [
-            ("https://prometheus:9090", "https is not supported"),
-            ("prometheus:9090", "scheme `prometheus` is not http"),
+            ("ftp://prometheus:9090", "scheme `ftp` is not http or https"),
+            ("prometheus:9090", "scheme `prometheus` is not http or https"),
             ("http://", "empty host"),
             ("", "relative URL without a base"),
         ] {

@@ -21,6 +21,9 @@ use crate::core::Resources;
 
 pub type PodId = u64;
 
+/// Preemption victims: (pod, its job).
+type Victims = Vec<(PodId, usize)>;
+
 /// How long kube-scheduler leaves a pod that failed for want of room before trying it again
 /// with no event: `podMaxInUnschedulablePodsDuration`, 5 min by default.
 const UNSCHEDULABLE_FLUSH_S: f64 = 300.0;
@@ -395,7 +398,7 @@ impl Cluster {
                 }
             }
         }
-        let mut best: Option<(NodeRank, usize, Vec<(PodId, usize)>)> = None;
+        let mut best: Option<(NodeRank, usize, Victims)> = None;
         for (n, mut candidates) in on_node.into_iter().enumerate() {
             let open = self.free(n) - self.nodes[n].nominated;
             // Most important first, as kube-scheduler's MoreImportantPod: highest priority, then

@@ -25,8 +25,10 @@ pub trait ClientFactory: Send + Sync {
     fn client(&self, base_url: &str) -> Result<MasterClient, String>;
 }
 
-/// Builds [`MasterClient`]s with an optional token (read once at start) and a retry policy.
+/// Builds [`MasterClient`]s with an optional token (read once at start) and a retry policy,
+/// all sending through one HTTP client (TLS as configured, one connection pool).
 pub struct MasterClients {
+    pub http: reqwest::Client,
     pub token: Option<String>,
     pub timeout: std::time::Duration,
     pub retry: RetryPolicy,
@@ -34,7 +36,7 @@ pub struct MasterClients {
 
 impl ClientFactory for MasterClients {
     fn client(&self, base_url: &str) -> Result<MasterClient, String> {
-        let client = MasterClient::new(base_url).map_err(|e| e.to_string())?;
+        let client = MasterClient::using(base_url, self.http.clone()).map_err(|e| e.to_string())?;
         let client = client.with_timeout(self.timeout).with_retry(self.retry);
         match &self.token {
             Some(t) => client.with_token(t).map_err(|e| e.to_string()),
@@ -168,7 +170,12 @@ fn master_of_service(s: &Service) -> Result<FoundMaster, String> {
         let port = ports
             .and_then(|ps| ps.iter().find(|p| p.name.as_deref() == Some(MASTER_PORT_NAME)))
             .ok_or_else(|| format!("master {object}: no port named `{MASTER_PORT_NAME}`"))?;
-        Ok(format!("http://{}.{}.svc:{}", object.name, object.namespace, port.port))
+        // A port that says it speaks https (Kubernetes' `appProtocol`) is reached over TLS.
+        let scheme = match port.app_protocol.as_deref() {
+            Some(p) if p.eq_ignore_ascii_case("https") => "https",
+            _ => "http",
+        };
+        Ok(format!("{scheme}://{}.{}.svc:{}", object.name, object.namespace, port.port))
     })
 }
 

@@ -56,6 +56,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     MasterToken(#[from] ClientConfigError),
+    #[error(transparent)]
+    Tls(#[from] crate::live::tls::TlsError),
     #[error("leader election: {0}")]
     Lease(String),
     #[error(transparent)]
@@ -94,6 +96,13 @@ pub async fn run(
         Some(path) => Some(crate::live::master::read_token_file(path)?),
         None => None,
     };
+    // Certificates are read once, at start, as check-config reads them.
+    let master_tls = config.master_tls.load("run.master_tls")?;
+    let prometheus_tls = config.prometheus_tls.load("run.prometheus_tls")?;
+    let prometheus_token = match &config.prometheus_token_file {
+        Some(path) => Some(crate::live::master::read_token_file(path)?),
+        None => None,
+    };
     // Watch events, polled statuses and fresh samples all wake the decision loop.
     let changed = Arc::new(Notify::new());
     let sources = config.services.iter().any(|s| s.load.is_some() || s.latency_p99.is_some());
@@ -106,6 +115,8 @@ pub async fn run(
                 config.controller.trend_window,
                 metrics.clone(),
             )?
+            .with_tls(&prometheus_tls)?
+            .with_prometheus_token(prometheus_token.as_deref())?
             .with_wake(changed.clone()),
         )),
         false => None,
@@ -152,7 +163,9 @@ pub async fn run(
 
     let status_timeout = config.status_interval.min(config.master_timeout);
     let poller = Arc::new(Poller::new(status_timeout, config.status_interval * 3, metrics.clone(), changed.clone()));
-    let factory = MasterClients { token, timeout: config.master_timeout, retry: RetryPolicy::default() };
+    let master_http = crate::live::master::MasterClient::http_client(&master_tls)?;
+    let factory =
+        MasterClients { http: master_http, token, timeout: config.master_timeout, retry: RetryPolicy::default() };
     let directory = Arc::new(JobDirectory {
         masters: MasterDiscovery::new(Box::new(factory)),
         master_services: caches.masters.clone(),

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 
 use super::retry::RetryPolicy;
 use super::types::{ErrorBody, OutOfBoundsBody, ScaleAccepted, ScaleCommand, Status};
+use crate::live::tls::LoadedTls;
 
 /// How long one attempt may take by default (connect, request and the whole answer).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -38,6 +39,10 @@ pub enum MasterError {
     /// A connection was made but broke (reset, closed before the answer), on every attempt.
     #[error("connection to the master broke after {attempts} attempt(s): {message}")]
     Transport { attempts: u32, message: String },
+    /// The TLS handshake failed: the master's certificate is not trusted (or not for its
+    /// name), or it asked for a client certificate we do not have. Not retried.
+    #[error("TLS with the master failed: {message}")]
+    Tls { message: String },
     /// 401 or 403: the token is missing or wrong. Not retried.
     #[error("master refused the credentials ({status}): {message}")]
     Unauthorized { status: u16, message: String },
@@ -63,6 +68,7 @@ impl MasterError {
             MasterError::Unreachable { .. } => "unreachable",
             MasterError::Timeout { .. } => "timeout",
             MasterError::Transport { .. } => "transport",
+            MasterError::Tls { .. } => "tls",
             MasterError::Unauthorized { .. } => "unauthorized",
             MasterError::OutOfBounds { .. } => "out_of_bounds",
             MasterError::Rejected { .. } => "rejected",
@@ -126,14 +132,32 @@ pub struct MasterClient {
 }
 
 impl MasterClient {
-    /// A client for the master at `base_url` (`http://host:port`, optionally with a path prefix),
-    /// with [`DEFAULT_TIMEOUT`] and the default [`RetryPolicy`]. Plain HTTP only: masters are
-    /// reached inside the cluster and this build carries no TLS.
+    /// A client for the master at `base_url` (`http://host:port` or `https://`, optionally with
+    /// a path prefix), with [`DEFAULT_TIMEOUT`], the default [`RetryPolicy`], and TLS trusting
+    /// the system's roots.
     pub fn new(base_url: &str) -> Result<MasterClient, ClientConfigError> {
+        MasterClient::using(base_url, MasterClient::http_client(&LoadedTls::default())?)
+    }
+
+    /// The HTTP client masters are reached with, TLS as `tls` says: one is shared by every
+    /// master. No proxy: masters are in-cluster addresses, and an HTTP_PROXY meant for the
+    /// outside world must not capture them. No redirects: the protocol defines none, and
+    /// following one would resend a POST somewhere else.
+    pub fn http_client(tls: &LoadedTls) -> Result<reqwest::Client, ClientConfigError> {
+        tls.client_builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ClientConfigError::Http(chain(&e)))
+    }
+
+    /// A client for the master at `base_url` sending through `http` (from
+    /// [`MasterClient::http_client`]).
+    pub fn using(base_url: &str, http: reqwest::Client) -> Result<MasterClient, ClientConfigError> {
         let bad = |message: &str| ClientConfigError::BadUrl { url: base_url.to_string(), message: message.to_string() };
         let url = Url::parse(base_url).map_err(|e| bad(&e.to_string()))?;
-        if url.scheme() != "http" {
-            return Err(bad("only http:// is supported (this build has no TLS)"));
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad("only http:// and https:// are supported"));
         }
         if url.host_str().is_none() {
             return Err(bad("no host"));
@@ -141,14 +165,6 @@ impl MasterClient {
         if url.query().is_some() || url.fragment().is_some() {
             return Err(bad("a base URL takes no query or fragment"));
         }
-        // No proxy: masters are in-cluster addresses, and an HTTP_PROXY meant for the outside
-        // world must not capture them. No redirects: the protocol defines none, and following
-        // one would resend a POST somewhere else.
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ClientConfigError::Http(chain(&e)))?;
         Ok(MasterClient {
             http,
             base: url.as_str().trim_end_matches('/').to_string(),
@@ -242,6 +258,8 @@ impl MasterClient {
         let transport = |e: reqwest::Error| {
             if e.is_timeout() {
                 MasterError::Timeout { attempts, timeout: self.timeout }
+            } else if is_tls_failure(&e) {
+                MasterError::Tls { message: chain(&e) }
             } else if e.is_connect() {
                 MasterError::Unreachable { attempts, message: chain(&e) }
             } else {
@@ -269,6 +287,26 @@ impl MasterClient {
             s => MasterError::BadResponse { message: format!("status {s}: {message}") },
         })
     }
+}
+
+/// Whether rustls refused the connection somewhere down the error's causes. io::Errors carry
+/// it (hyper-rustls wraps one io::Error in another) and hide what they wrap from `source()`.
+fn is_tls_failure(e: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let mut inner = c;
+        loop {
+            if inner.is::<rustls::Error>() {
+                return true;
+            }
+            match inner.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+                Some(wrapped) => inner = wrapped,
+                None => break,
+            }
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Parses a success body, naming the field that does not fit the protocol.

@@ -8,6 +8,7 @@
 //!   [`WorkerBackend`]: in memory (`backend.rs`) or a Deployment's `/scale` subresource (`deployment.rs`;
 //!   [`in_place`]: releasing a worker's room by an in-place resize before it exits).
 //! - [`retry`]: the retry policy and command ids, std-only.
+//! - [`tls_listener`]: the reference master's https listener.
 
 pub mod backend;
 pub mod client;
@@ -15,6 +16,7 @@ pub mod deployment;
 pub mod in_place;
 pub mod retry;
 pub mod server;
+pub mod tls_listener;
 pub mod types;
 
 pub use backend::{BackendError, BackendErrorKind, MemoryBackend, Observed, WorkerBackend};

@@ -20,8 +20,9 @@ use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::Listener;
 use axum::{Json, Router};
-use tokio::net::TcpListener;
+use std::net::SocketAddr;
 use tokio::sync::Mutex;
 
 use super::backend::{BackendError, Observed, WorkerBackend};
@@ -249,15 +250,23 @@ pub fn router<B: WorkerBackend>(state: MasterState<B>) -> Router {
         .with_state(state)
 }
 
-/// Serves the protocol on `listener` until the process ends.
-pub async fn serve<B: WorkerBackend>(listener: TcpListener, state: MasterState<B>) -> io::Result<()> {
+/// Serves the protocol on `listener` (a `TcpListener`, or a [`TlsListener`] for https) until
+/// the process ends.
+///
+/// [`TlsListener`]: super::tls_listener::TlsListener
+pub async fn serve<B, L>(listener: L, state: MasterState<B>) -> io::Result<()>
+where
+    B: WorkerBackend,
+    L: Listener<Addr = SocketAddr>,
+{
     axum::serve(listener, router(state)).await
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight.
-pub async fn serve_with_shutdown<B, F>(listener: TcpListener, state: MasterState<B>, shutdown: F) -> io::Result<()>
+pub async fn serve_with_shutdown<B, L, F>(listener: L, state: MasterState<B>, shutdown: F) -> io::Result<()>
 where
     B: WorkerBackend,
+    L: Listener<Addr = SocketAddr>,
     F: Future<Output = ()> + Send + 'static,
 {
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await

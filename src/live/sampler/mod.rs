@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
+use reqwest::header::HeaderValue;
 use reqwest::Url;
 use tokio::time::MissedTickBehavior;
 
@@ -40,6 +41,7 @@ use source::{Origin, Source};
 use crate::core::Sample;
 use crate::live::config::{http_url, is_metric_name, MetricSource, ServiceSource};
 use crate::live::master::error_chain;
+use crate::live::tls::LoadedTls;
 use crate::telemetry::metrics::Metrics;
 
 /// Longest wait for one source in one round, unless [`Sampler::with_timeout`] says otherwise.
@@ -86,6 +88,8 @@ impl Service {
 /// Samples the configured services. `Send + Sync`: share it with `Arc`.
 pub struct Sampler {
     http: reqwest::Client,
+    /// `Authorization` sent with PromQL queries (never to scrape URLs).
+    prometheus_auth: Option<HeaderValue>,
     services: Vec<Service>,
     stale_after: Duration,
     history: Duration,
@@ -128,12 +132,7 @@ impl Sampler {
                 })
             })
             .collect::<Result<Vec<_>, SamplerError>>()?;
-        let http = reqwest::Client::builder()
-            // Prometheus and exporters are reached inside the cluster, never through a proxy.
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::limited(3))
-            .build()
-            .map_err(|e| SamplerError::Http(error_chain(&e)))?;
+        let http = http_client(&LoadedTls::default())?;
         metrics.set_sample_stale_after(stale_after);
         for s in &services {
             for (signal, present) in [(Signal::Load, s.load.is_some()), (Signal::Latency, s.latency.is_some())] {
@@ -142,7 +141,34 @@ impl Sampler {
                 }
             }
         }
-        Ok(Sampler { http, services, stale_after, history, timeout: DEFAULT_TIMEOUT, metrics, wake: None })
+        Ok(Sampler {
+            http,
+            prometheus_auth: None,
+            services,
+            stale_after,
+            history,
+            timeout: DEFAULT_TIMEOUT,
+            metrics,
+            wake: None,
+        })
+    }
+
+    /// Speaks TLS to https sources as `tls` says (by default: the system's roots, no client
+    /// certificate).
+    pub fn with_tls(mut self, tls: &LoadedTls) -> Result<Sampler, SamplerError> {
+        self.http = http_client(tls)?;
+        Ok(self)
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every PromQL query (a managed Prometheus's
+    /// credentials); scrape URLs never get it. `None` sends none.
+    pub fn with_prometheus_token(mut self, token: Option<&str>) -> Result<Sampler, SamplerError> {
+        let Some(token) = token else { return Ok(self) };
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+            .map_err(|_| SamplerError::Http("the Prometheus token is not a valid HTTP header value".into()))?;
+        value.set_sensitive(true);
+        self.prometheus_auth = Some(value);
+        Ok(self)
     }
 
     /// Bounds each source's attempt in a round by `timeout` instead of [`DEFAULT_TIMEOUT`].
@@ -166,7 +192,12 @@ impl Sampler {
     pub async fn sample_once(&self) {
         let keep = self.history.max(self.stale_after);
         let attempts = self.services.iter().flat_map(Service::sources).map(|source| async move {
-            let attempt = match tokio::time::timeout(self.timeout, source.fetch(&self.http, self.timeout)).await {
+            let attempt = match tokio::time::timeout(
+                self.timeout,
+                source.fetch(&self.http, self.prometheus_auth.as_ref(), self.timeout),
+            )
+            .await
+            {
                 Ok(result) => result,
                 Err(_) => Err(SampleError::Timeout(self.timeout)),
             };
@@ -297,3 +328,13 @@ pub(crate) fn unix_now() -> Duration {
 
 #[cfg(test)]
 mod tests;
+
+/// The sampler's one HTTP client: TLS as configured; never through a proxy (Prometheus and
+/// exporters are reached inside the cluster); a few redirects followed.
+fn http_client(tls: &LoadedTls) -> Result<reqwest::Client, SamplerError> {
+    tls.client_builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::limited(3))
+        .build()
+        .map_err(|e| SamplerError::Http(error_chain(&e)))
+}

@@ -118,12 +118,17 @@ fn combine(series: &[VectorSeries], signal: Signal) -> Result<Sample, SampleErro
 /// Runs one instant query.
 pub(crate) async fn query(
     http: &reqwest::Client,
+    auth: Option<&reqwest::header::HeaderValue>,
     base: &Url,
     query: &str,
     signal: Signal,
     timeout: Duration,
 ) -> Result<Sample, SampleError> {
-    let response = http.get(query_url(base, query, timeout)).send().await.map_err(transport_error)?;
+    let mut request = http.get(query_url(base, query, timeout));
+    if let Some(auth) = auth {
+        request = request.header(reqwest::header::AUTHORIZATION, auth.clone());
+    }
+    let response = request.send().await.map_err(transport_error)?;
     let status = response.status().as_u16();
     let body = response.bytes().await.map_err(transport_error)?;
     parse_response(status, &body, signal)

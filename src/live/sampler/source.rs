@@ -65,10 +65,16 @@ impl Source {
     }
 
     /// Fetches the source once (no timeout here: the caller bounds the whole attempt).
-    pub async fn fetch(&self, http: &reqwest::Client, timeout: Duration) -> Result<Fetched, SampleError> {
+    /// `prometheus_auth` goes with PromQL queries only.
+    pub async fn fetch(
+        &self,
+        http: &reqwest::Client,
+        prometheus_auth: Option<&reqwest::header::HeaderValue>,
+        timeout: Duration,
+    ) -> Result<Fetched, SampleError> {
         match &self.origin {
             Origin::Promql { base, query } => {
-                promql::query(http, base, query, self.signal, timeout).await.map(Fetched::Evaluated)
+                promql::query(http, prometheus_auth, base, query, self.signal, timeout).await.map(Fetched::Evaluated)
             }
             Origin::Scrape { url, .. } => {
                 let response = http

@@ -37,12 +37,11 @@ fn unusable_configurations_are_refused_naming_the_service_and_source() {
     );
     assert_eq!(
         error_text(&[service("nginx", rate, None)], Some("prometheus:9090")),
-        "prometheus_url `prometheus:9090`: scheme `prometheus` is not http"
+        "prometheus_url `prometheus:9090`: scheme `prometheus` is not http or https"
     );
     assert_eq!(
-        error_text(&[service("nginx", None, scrape("https://10.0.0.1/metrics", "x"))], None),
-        "service web/nginx: latency: scrape url `https://10.0.0.1/metrics`: https is not supported: this build speaks \
-         plain HTTP only (no TLS)"
+        error_text(&[service("nginx", None, scrape("ftp://10.0.0.1/metrics", "x"))], None),
+        "service web/nginx: latency: scrape url `ftp://10.0.0.1/metrics`: scheme `ftp` is not http or https"
     );
     assert_eq!(
         error_text(&[service("nginx", scrape("http://10.0.0.1:9113/metrics", "nginx-requests"), None)], None),
