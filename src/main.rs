@@ -9,6 +9,8 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // Before any HTTP client is built: reqwest has no crypto provider of its own here.
+    colocate::live::tls::install_crypto_provider();
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => match colocate::live::config::check_file(&file) {

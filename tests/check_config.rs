@@ -136,12 +136,12 @@ fn a_token_file_that_cannot_be_read_here_is_a_warning_naming_it() {
 fn https_with_a_ca_bundle_is_accepted_and_a_certificate_file_it_cannot_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ca = support::certs::Ca::new("cluster CA");
-    let ca_file = support::certs::write(dir.path(), "ca.crt", &ca.pem);
+    let ca_file = support::process::write(dir.path(), "ca.crt", &ca.pem);
     let tls = format!(
         "run:\n  prometheus_url: https://prometheus.example.com\n  prometheus_tls: {{ca_file: {ca}}}\n  \
          prometheus_token_file: {token}\n  master_tls: {{ca_file: {ca}}}\n",
         ca = ca_file.display(),
-        token = support::certs::write(dir.path(), "token", "t0ken\n").display(),
+        token = support::process::write(dir.path(), "token", "t0ken\n").display(),
     );
     let yaml = GOOD.replace("run:\n", &tls).replace("  prometheus_url: http://prometheus.monitoring:9090\n", "");
     let (_d, _p, code, out, err) = check(&yaml, &[]);
@@ -162,7 +162,7 @@ fn https_with_a_ca_bundle_is_accepted_and_a_certificate_file_it_cannot_use_is_re
             && err.contains("run.master_tls.ca_file: cannot read /no/such/ca.crt"),
         "{err}"
     );
-    let not_pem = support::certs::write(dir.path(), "notes.txt", "hello");
+    let not_pem = support::process::write(dir.path(), "notes.txt", "hello");
     let yaml = yaml.replacen(&ca_file.display().to_string(), &not_pem.display().to_string(), 1);
     let (_d, _p, code, _, err) = check(&yaml, &[]);
     assert_eq!(code, Some(2), "{err}");

@@ -256,6 +256,7 @@ async fn example_master_scales_a_deployment_through_its_scale_subresource() {
     let mc = master.client().with_token(TOKEN).unwrap();
 
     // The token is required.
+    colocate::live::tls::install_crypto_provider();
     let anonymous = reqwest::Client::builder().no_proxy().build().unwrap();
     let res = anonymous.get(format!("{}/v1/status", master.base)).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 401);

@@ -43,6 +43,7 @@ fn client(base: &str) -> MasterClient {
 }
 
 fn raw() -> reqwest::Client {
+    colocate::live::tls::install_crypto_provider();
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
@@ -405,8 +406,9 @@ async fn client_reports_an_unreachable_master_after_bounded_retries() {
 
 #[tokio::test]
 async fn client_rejects_urls_it_cannot_use() {
-    for url in ["https://master:8080", "not a url", "http://master:8080/?x=1"] {
+    for url in ["ftp://master:8080", "not a url", "http://master:8080/?x=1", "https://:8443"] {
         assert!(matches!(MasterClient::new(url), Err(ClientConfigError::BadUrl { .. })), "{url}");
     }
     assert_eq!(MasterClient::new("http://master:8080/prefix/").unwrap().base_url(), "http://master:8080/prefix");
+    assert_eq!(MasterClient::new("https://master:8443").unwrap().base_url(), "https://master:8443");
 }

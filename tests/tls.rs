@@ -13,7 +13,8 @@ use colocate::live::master::{
     serve, MasterClient, MasterConfig, MasterError, MasterState, MemoryBackend, RetryPolicy, WorkerResources,
 };
 use colocate::live::tls::TlsFiles;
-use support::certs::{write, Ca};
+use support::certs::Ca;
+use support::process::write;
 use tokio::net::TcpListener;
 
 /// A reference master serving https as `localhost` with a certificate `ca` signed; with

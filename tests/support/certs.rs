@@ -1,7 +1,5 @@
 //! Certificates the TLS tests make: a CA, and certificates it signs for servers and clients.
 
-use std::path::{Path, PathBuf};
-
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
@@ -39,11 +37,4 @@ impl Ca {
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
     }
-}
-
-/// Writes `text` to `dir/name` and returns the path.
-pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
 }

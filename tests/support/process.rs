@@ -67,7 +67,13 @@ impl Drop for Proc {
 /// Polls `url` until its body contains `expect`; panics with the process's output after
 /// `patience`.
 pub async fn wait_http(proc: &Proc, url: &str, expect: &str, patience: Duration) {
+    colocate::live::tls::install_crypto_provider();
     let client = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build().expect("a client");
+    wait_http_with(&client, proc, url, expect, patience).await
+}
+
+/// [`wait_http`] through `client` (one that trusts a test CA, say).
+pub async fn wait_http_with(client: &reqwest::Client, proc: &Proc, url: &str, expect: &str, patience: Duration) {
     let deadline = Instant::now() + patience;
     loop {
         if let Ok(response) = client.get(url).send().await {

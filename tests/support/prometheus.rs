@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::Url;
 use serde_json::Value;
 
-use super::process::{path, require, wait_http, write, Proc};
+use super::process::{path, require, wait_http, wait_http_with, write, Proc};
 
 /// How long Prometheus may take to answer /-/ready.
 const START_PATIENCE: Duration = Duration::from_secs(30);
@@ -22,17 +22,38 @@ impl Prometheus {
     /// Starts Prometheus on 127.0.0.1:`port` with `config` (the text of prometheus.yml); its
     /// configuration, TSDB and log (`prometheus.log`) go in `dir`. Returns once it is ready.
     pub async fn start(dir: &Path, port: u16, config: &str) -> Prometheus {
+        let proc = Self::spawn(dir, port, config, None);
+        wait_http(&proc, &format!("http://127.0.0.1:{port}/-/ready"), "Ready", START_PATIENCE).await;
+        Prometheus { port, proc: Some(proc) }
+    }
+
+    /// As [`Prometheus::start`], serving https as `web_config` (Prometheus's web configuration
+    /// file: `tls_server_config`) says; `ready` is a client that can reach it over TLS.
+    pub async fn start_tls(
+        dir: &Path,
+        port: u16,
+        config: &str,
+        web_config: &str,
+        ready: &reqwest::Client,
+    ) -> Prometheus {
+        let proc = Self::spawn(dir, port, config, Some(web_config));
+        wait_http_with(ready, &proc, &format!("https://localhost:{port}/-/ready"), "Ready", START_PATIENCE).await;
+        Prometheus { port, proc: Some(proc) }
+    }
+
+    fn spawn(dir: &Path, port: u16, config: &str, web_config: Option<&str>) -> Proc {
         let bin = require("prometheus", "prometheus");
         let config = write(dir, "prometheus.yml", config);
-        let args = [
+        let mut args = vec![
             format!("--config.file={}", path(&config)),
             format!("--storage.tsdb.path={}", path(&dir.join("tsdb"))),
             format!("--web.listen-address=127.0.0.1:{port}"),
             "--log.level=warn".to_string(),
         ];
-        let proc = Proc::spawn(dir, "prometheus", &bin, args);
-        wait_http(&proc, &format!("http://127.0.0.1:{port}/-/ready"), "Ready", START_PATIENCE).await;
-        Prometheus { port, proc: Some(proc) }
+        if let Some(web) = web_config {
+            args.push(format!("--web.config.file={}", path(&write(dir, "web.yml", web))));
+        }
+        Proc::spawn(dir, "prometheus", &bin, args)
     }
 
     pub fn url(&self) -> String {
@@ -45,6 +66,7 @@ impl Prometheus {
     }
 
     pub fn api(&self) -> PrometheusApi {
+        colocate::live::tls::install_crypto_provider();
         let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(10)).build().expect("a client");
         PrometheusApi { base: self.url(), http }
     }

@@ -234,6 +234,11 @@ mod tests {
                 "spec": {}
             })),
             service(json!({
+                "metadata": {"namespace": "ml", "name": "secure", "uid": "u5",
+                    "labels": {"colocate.dev/master": "true", "colocate.dev/job": "ctr"}},
+                "spec": {"ports": [{"name": "master", "port": 8443, "appProtocol": "https"}]}
+            })),
+            service(json!({
                 "metadata": {"namespace": "ml", "name": "noport", "uid": "u3", "labels": {"colocate.dev/master": "true"}},
                 "spec": {"ports": [{"name": "http", "port": 80}]}
             })),
@@ -248,6 +253,7 @@ mod tests {
         assert_eq!(
             found,
             [
+                ("ml/ctr".to_string(), "https://secure.ml.svc:8443".to_string(), None),
                 ("ml/local".to_string(), "http://127.0.0.1:4000".to_string(), None),
                 ("ml/wd".to_string(), "http://wd-master.ml.svc:8080".to_string(), Some(5)),
             ]
