@@ -8,6 +8,9 @@
 //! chart` rewrites them after an intended change (review the diff).
 
 mod chart_support;
+// Certificates for the TLS case's files.
+#[path = "support/certs.rs"]
+mod certs;
 // The parity table of check-config and the chart, in its own file for its length.
 #[path = "chart/parity.rs"]
 mod parity;
@@ -170,6 +173,16 @@ fn rendered_config(rendered: &str) -> String {
     cm["data"]["config.yaml"].as_str().expect("config.yaml in the ConfigMap").to_string()
 }
 
+/// check-config's error for a configuration it must refuse.
+fn check_config_refusal(text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_colocate")).arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "check-config accepted:\n{text}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn check_config(text: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.yaml");
@@ -177,11 +190,44 @@ fn check_config(text: &str) -> String {
     run(Command::new(env!("CARGO_BIN_EXE_colocate")).arg("check-config").arg(&path))
 }
 
+/// The rendered config with the TLS files where the chart mounts them moved into `dir`, and
+/// certificates written there: check-config reads them, as the controller does at start.
+fn with_certificates_in(dir: &std::path::Path, config: &str) -> String {
+    let ca = certs::Ca::new("test CA");
+    let client = ca.issue(&["colocate"]);
+    for peer in ["master", "prometheus"] {
+        let d = dir.join(peer);
+        std::fs::create_dir_all(&d).unwrap();
+        for (name, text) in [("ca.crt", &ca.pem), ("tls.crt", &client.cert_pem), ("tls.key", &client.key_pem)] {
+            std::fs::write(d.join(name), text).unwrap();
+        }
+    }
+    config.replace("/var/run/secrets/colocate-tls/", &format!("{}/", dir.display()))
+}
+
 #[test]
 fn rendered_configuration_is_accepted_by_check_config() {
+    let certificates = tempfile::tempdir().unwrap();
     for (case, a) in cases() {
-        let out = check_config(&rendered_config(&template(&args(&a))));
+        let out = check_config(&with_certificates_in(certificates.path(), &rendered_config(&template(&args(&a)))));
         assert!(out.contains("metrics_addr: 0.0.0.0:8080"), "{case}: {out}");
+        if case == "tls" {
+            let dir = certificates.path().display();
+            for expected in [
+                format!("master_tls: CA {dir}/master/ca.crt"),
+                format!("prometheus_tls: CA {dir}/prometheus/ca.crt, client certificate {dir}/prometheus/tls.crt"),
+                "prometheus_token_file: /var/run/secrets/colocate-prometheus/token".to_string(),
+            ] {
+                assert!(out.contains(&expected), "{case}: no `{expected}` in {out}");
+            }
+            // Where the Secrets are not mounted, check-config refuses, naming the file.
+            let bare = rendered_config(&template(&args(&a)));
+            let refused = check_config_refusal(&bare);
+            assert!(
+                refused.contains("run.prometheus_tls.ca_file: cannot read /var/run/secrets/colocate-tls/prometheus/ca.crt"),
+                "{refused}"
+            );
+        }
     }
     // The chart's defaults are the controller's: the same effective decision settings as an
     // empty file (values.yaml repeats them so that they are documented where they are set).
@@ -207,7 +253,17 @@ fn rendered_configuration_is_accepted_by_check_config() {
 /// values.yaml, where it is documented, unless the chart sets it itself.
 #[test]
 fn values_cover_every_controller_setting() {
-    let chart_sets = ["metrics_addr", "lease_namespace", "lease_name", "master_token_file", "job_namespaces"];
+    let chart_sets = [
+        "metrics_addr",
+        "lease_namespace",
+        "lease_name",
+        "master_token_file",
+        "job_namespaces",
+        // From the tls and prometheusToken values: the chart mounts the Secrets.
+        "master_tls",
+        "prometheus_tls",
+        "prometheus_token_file",
+    ];
     let values = documents(&std::fs::read_to_string(chart_support::chart_dir().join("values.yaml")).unwrap()).remove(0);
     let printed = check_config("{}\n");
     let mut section = "";
@@ -259,6 +315,18 @@ fn chart_only_bad_values() -> Vec<(Vec<String>, &'static str)> {
             "podDisruptionBudget.minAvailable: 67% is not below replicaCount (3)",
         ),
         (vec!["-f".into(), "podDisruptionBudget:\n  minAvailable: '1'\n".into()], "/podDisruptionBudget/minAvailable"),
+        (set("tls.master.caKey=ca.crt"), "tls.master.existingSecret: name the Secret"),
+        (set("tls.prometheus.existingSecret=p"), "tls.prometheus.existingSecret: p names no file of it"),
+        (
+            vec![
+                "--set".into(),
+                "tls.master.existingSecret=m".into(),
+                "--set".into(),
+                "tls.master.certKey=tls.crt".into(),
+            ],
+            "tls.master.keyKey: the client certificate (certKey tls.crt) needs its key",
+        ),
+        (set("config.run.master_tls.ca_file=/ca.crt"), "additional properties 'master_tls' not allowed"),
         // humantime takes fractions; the chart does not (values.schema.json says so).
         (set("config.run.tick=1.5s"), "/config/run/tick"),
     ]

@@ -125,18 +125,18 @@ pub fn refusals() -> Vec<Refusal> {
         setting("run.debounce", "10000ms", "must be shorter than the tick (10s)"),
         refusal("run:\n  tick: 1m\n  debounce: 1h\n", "run.debounce", "must be shorter than the tick"),
     ]);
-    // run.prometheus_url and scrape URLs: plain http:// with a host (`http_url`).
+    // run.prometheus_url and scrape URLs: http:// or https:// with a host (`http_url`).
     let url_cases = [
-        ("https://prometheus:9090", "https is not supported: this build speaks plain HTTP only (no TLS)", None),
-        ("ftp://prometheus/", "scheme `ftp` is not http", None),
-        ("prometheus.monitoring:9090", "scheme `prometheus.monitoring` is not http", None),
+        ("ftp://prometheus/", "scheme `ftp` is not http or https", None),
+        ("prometheus.monitoring:9090", "scheme `prometheus.monitoring` is not http or https", None),
+        ("https://:9090", "empty host", Some("not an http(s)://HOST")),
         ("/prometheus", "relative URL without a base", None),
-        ("http://:9090", "empty host", Some("not an http://HOST")),
-        ("http://prometheus:99999", "invalid port number", Some("not an http://HOST")),
-        ("http://10.0.0.256:9090", "invalid IPv4 address", Some("not an http://HOST")),
-        ("http://prometheus.1:9090", "invalid IPv4 address", Some("not an http://HOST")),
-        ("http://[::g]:9090", "invalid IPv6 address", Some("not an http://HOST")),
-        ("http://prom etheus:9090", "invalid international domain name", Some("not an http://HOST")),
+        ("http://:9090", "empty host", Some("not an http(s)://HOST")),
+        ("http://prometheus:99999", "invalid port number", Some("not an http(s)://HOST")),
+        ("http://10.0.0.256:9090", "invalid IPv4 address", Some("not an http(s)://HOST")),
+        ("http://prometheus.1:9090", "invalid IPv4 address", Some("not an http(s)://HOST")),
+        ("http://[::g]:9090", "invalid IPv6 address", Some("not an http(s)://HOST")),
+        ("http://prom etheus:9090", "invalid international domain name", Some("not an http(s)://HOST")),
     ];
     for (url, problem, chart) in url_cases {
         let scrape = service(&format!("    hpa: a\n    load: {{scrape: {{url: '{url}', metric: up}}}}\n"));
@@ -218,9 +218,9 @@ pub fn refusals() -> Vec<Refusal> {
             "an slo_p99 needs a latency_p99 source",
         ),
         refusal(
-            &service(&format!("    hpa: a\n{latency}    load: {{scrape: {{url: 'https://a/m', metric: up}}}}\n")),
+            &service(&format!("    hpa: a\n{latency}    load: {{scrape: {{url: 'gopher://a/m', metric: up}}}}\n")),
             "services[0].load.scrape.url",
-            "`https://a/m`: https is not supported",
+            "`gopher://a/m`: scheme `gopher` is not http or https",
         ),
     ]);
     // Selectors the controller's parser refuses (src/live/selector.rs).

@@ -68,6 +68,22 @@ duration left out (or set to null) is the controller's default, as in the file.
 */}}
 {{- define "colocate.validate" -}}
 {{- $run := .Values.config.run }}
+{{- range $peer := list "master" "prometheus" }}
+{{- $t := index $.Values.tls $peer }}
+{{- $at := printf "tls.%s" $peer }}
+{{- if and (not $t.existingSecret) (or $t.caKey $t.certKey $t.keyKey) }}
+{{- fail (printf "%s.existingSecret: name the Secret that holds the keys %s.caKey / certKey / keyKey refer to" $at $at) }}
+{{- end }}
+{{- if and $t.existingSecret (not (or $t.caKey $t.certKey $t.keyKey)) }}
+{{- fail (printf "%s.existingSecret: %s names no file of it; set caKey, or certKey with keyKey" $at $t.existingSecret) }}
+{{- end }}
+{{- if and $t.certKey (not $t.keyKey) }}
+{{- fail (printf "%s.keyKey: the client certificate (certKey %s) needs its key" $at $t.certKey) }}
+{{- end }}
+{{- if and $t.keyKey (not $t.certKey) }}
+{{- fail (printf "%s.certKey: the client key (keyKey %s) needs its certificate" $at $t.keyKey) }}
+{{- end }}
+{{- end }}
 {{- $defaults := dict "tick" "10s" "debounce" "50ms" "sample_stale_after" "60s" "sample_interval" "5s" "lease_duration" "15s" "status_interval" "5s" "master_timeout" "5s" }}
 {{- $given := dict }}
 {{- $ns := dict }}
@@ -193,7 +209,7 @@ Arguments: (list KEY VALUE DEFAULT); DEFAULT is used when VALUE is null or left 
 
 {{/*
 Fails unless URL is what src/live/config.rs `http_url` accepts (the `url` crate's parser, then
-scheme http and a host), worded as check-config words it. The host is a DNS name, a dotted IPv4
+scheme http or https and a host), worded as check-config words it. The host is a DNS name, a dotted IPv4
 address or a bracketed IPv6 address; the parser takes some odder forms (IPv4 written as one
 number or in octal, IDNA `xn--` labels, `http:host`), which are refused here rather than
 checked half.
@@ -204,10 +220,8 @@ Arguments: (list KEY URL).
 {{- $scheme := regexFind `^[a-zA-Z][a-zA-Z0-9+.-]*:` $url | trimSuffix ":" | lower }}
 {{- if not $scheme }}
 {{- fail (printf "%s: `%s`: relative URL without a base" $key $url) }}
-{{- else if eq $scheme "https" }}
-{{- fail (printf "%s: `%s`: https is not supported: this build speaks plain HTTP only (no TLS)" $key $url) }}
-{{- else if ne $scheme "http" }}
-{{- fail (printf "%s: `%s`: scheme `%s` is not http" $key $url $scheme) }}
+{{- else if not (has $scheme (list "http" "https")) }}
+{{- fail (printf "%s: `%s`: scheme `%s` is not http or https" $key $url $scheme) }}
 {{- end }}
 {{- $octet := `(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])` }}
 {{- $ipv4 := printf `(%s\.){3}%s\.?` $octet $octet }}
@@ -217,10 +231,10 @@ Arguments: (list KEY URL).
 {{- $label := `[a-zA-Z0-9_-]+` }}
 {{- $name := printf `(%s\.)*[a-zA-Z0-9_-]*[a-zA-Z_-][a-zA-Z0-9_-]*\.?` $label }}
 {{- $port := `(:0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])?)?` }}
-{{- $pattern := printf `^(?i:http)://([^/?#@\s]*@)?(%s|\[(%s)\]|%s)%s([/?#].*)?$` $ipv4 $ipv6 $name $port }}
-{{- $odd := printf `^(?i:http)://([^/?#@\s]*@)?((%s\.)*0[xX][0-9a-fA-F]*\.?([:/?#]|$)|([^/?#:]*\.)?(?i:xn--))` $label }}
+{{- $pattern := printf `^(?i:https?)://([^/?#@\s]*@)?(%s|\[(%s)\]|%s)%s([/?#].*)?$` $ipv4 $ipv6 $name $port }}
+{{- $odd := printf `^(?i:https?)://([^/?#@\s]*@)?((%s\.)*0[xX][0-9a-fA-F]*\.?([:/?#]|$)|([^/?#:]*\.)?(?i:xn--))` $label }}
 {{- if or (not (mustRegexMatch $pattern $url)) (mustRegexMatch $odd $url) }}
-{{- fail (printf "%s: `%s`: not an http://HOST[:PORT][/PATH] URL (HOST a DNS name, an IPv4 address or [an IPv6 address])" $key $url) }}
+{{- fail (printf "%s: `%s`: not an http(s)://HOST[:PORT][/PATH] URL (HOST a DNS name, an IPv4 address or [an IPv6 address])" $key $url) }}
 {{- end }}
 {{- end }}
 

@@ -57,6 +57,20 @@ this name only.
 {{- define "colocate.configDir" -}}/etc/colocate{{- end }}
 {{- define "colocate.tokenDir" -}}/var/run/secrets/colocate{{- end }}
 
+{{/* Where the TLS files of `tls.<peer>` are mounted, and the Prometheus token. */}}
+{{- define "colocate.tlsDir" -}}/var/run/secrets/colocate-tls/{{ . }}{{- end }}
+{{- define "colocate.prometheusTokenDir" -}}/var/run/secrets/colocate-prometheus{{- end }}
+
+{{/* The run block's TLS files of one peer, as the controller reads them. Argument: (list ROOT PEER). */}}
+{{- define "colocate.tlsFiles" -}}
+{{- $t := index (index . 0).Values.tls (index . 1) }}{{- $dir := include "colocate.tlsDir" (index . 1) }}
+{{- $files := dict }}
+{{- with $t.caKey }}{{- $_ := set $files "ca_file" (printf "%s/%s" $dir .) }}{{- end }}
+{{- with $t.certKey }}{{- $_ := set $files "cert_file" (printf "%s/%s" $dir .) }}{{- end }}
+{{- with $t.keyKey }}{{- $_ := set $files "key_file" (printf "%s/%s" $dir .) }}{{- end }}
+{{- toJson $files }}
+{{- end }}
+
 {{/* Whether an optional monitoring object is rendered: true, false, or auto (its CRD is served). */}}
 {{- define "colocate.monitoringEnabled" -}}
 {{- $setting := index . 0 }}{{- $root := index . 1 }}{{- $kind := index . 2 }}
