@@ -224,7 +224,9 @@ fn rendered_configuration_is_accepted_by_check_config() {
             let bare = rendered_config(&template(&args(&a)));
             let refused = check_config_refusal(&bare);
             assert!(
-                refused.contains("run.prometheus_tls.ca_file: cannot read /var/run/secrets/colocate-tls/prometheus/ca.crt"),
+                refused.contains(
+                    "run.prometheus_tls.ca_file: cannot read /var/run/secrets/colocate-tls/prometheus/ca.crt"
+                ),
                 "{refused}"
             );
         }

@@ -5,24 +5,48 @@
 //! the same sync. What this test checks is the controller's part once it knows of the scale-up
 //! (react, shrink, make room, grow back); `tests/spike_replay.rs` plays the real order, where the
 //! room must already be there or come from a load forecast, against plain priority preemption.
-//! Two elastic jobs run behind reference masters served from the test process.
+//! Two elastic jobs run behind reference masters served from the test process; the first
+//! master serves https with a certificate of a CA the test makes, which the controller is told
+//! to trust (`--master-ca-file`).
 //!
 //! Cluster: 2 nodes x 8 CPU. NGINX: 2 replicas of 1 CPU. Jobs: 1-CPU workers, 1..12 each.
 
 mod support;
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use colocate::live::master::tls_listener::server_config;
+use support::certs::Ca;
 use support::cluster::{
     self, deployment_replicas, eventually, pod_counts, set_hpa, Announce, Behaviour, Controller, ElasticJob, WorkerPod,
 };
+use support::process::write;
 use support::testbed::Testbed;
 
 use support::cluster::{QUICK_CONFIG as CONFIG, QUICK_FLAGS as FLAGS};
 
-async fn cluster(bed: &Testbed) -> (kube::Client, ElasticJob, ElasticJob) {
+/// The cluster and its two jobs; the path is the CA bundle that signed job `ja`'s https
+/// certificate, written to `dir`.
+async fn cluster(bed: &Testbed, dir: &Path) -> (kube::Client, ElasticJob, ElasticJob, PathBuf) {
     let client = cluster::two_nodes_with_nginx(bed).await;
-    let a = ElasticJob::start(bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
+    let ca = Ca::new("masters CA");
+    let issued = ca.issue(&["localhost"]);
+    let (cert, key) = (write(dir, "ja.crt", &issued.cert_pem), write(dir, "ja.key", &issued.key_pem));
+    let tls = server_config(&cert, &key, None).expect("a server TLS configuration");
+    let worker = WorkerPod::one_cpu(None);
+    let a = ElasticJob::start_serving(
+        bed,
+        &client,
+        "ml",
+        "ja",
+        (1, 12, 2),
+        Behaviour::Honest,
+        worker,
+        Announce::Service,
+        Some(tls),
+    )
+    .await;
     // The second job's master is announced by a Pod rather than a Service.
     let b = ElasticJob::start_with(
         bed,
@@ -35,7 +59,14 @@ async fn cluster(bed: &Testbed) -> (kube::Client, ElasticJob, ElasticJob) {
         Announce::Pod,
     )
     .await;
-    (client, a, b)
+    (client, a, b, write(dir, "ca.crt", &ca.pem))
+}
+
+/// The controller's flags: the quick ones, and the CA bundle that signed `ja`'s master.
+fn flags(ca_file: &Path) -> Vec<&str> {
+    let mut flags = FLAGS.to_vec();
+    flags.extend(["--master-ca-file", ca_file.to_str().expect("a UTF-8 path")]);
+    flags
 }
 
 async fn workers(client: &kube::Client) -> u32 {
@@ -47,8 +78,9 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
         .await
         .unwrap();
-    let (client, a, b) = cluster(&bed).await;
-    let controller = Controller::start(&bed, CONFIG, FLAGS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (client, a, b, ca_file) = cluster(&bed, dir.path()).await;
+    let controller = Controller::start(&bed, CONFIG, &flags(&ca_file)).await;
 
     // Jobs grow into the idle room: 16 CPU at a 90% target, 2 for NGINX, one HPA quantum kept.
     let filled = eventually(Duration::from_secs(60), "the jobs to fill the idle room", || {
@@ -114,6 +146,7 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     })
     .await;
     assert!(!b.commands().is_empty(), "the job whose master is a Pod was never commanded");
+    assert!(!a.commands().is_empty(), "the job whose master serves https was never commanded");
     let grew_at = a.commands().iter().chain(&b.commands()).filter(|c| c.reason == "grow").map(|c| c.at).max().unwrap();
     assert!(grew_at > calm, "no grow command after the spike");
     assert!(
@@ -165,8 +198,9 @@ async fn dry_run_decides_but_changes_nothing() {
     let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
         .await
         .unwrap();
-    let (client, a, b) = cluster(&bed).await;
-    let mut flags = FLAGS.to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    let (client, a, b, ca_file) = cluster(&bed, dir.path()).await;
+    let mut flags = flags(&ca_file);
     flags.push("--dry-run");
     let controller = Controller::start(&bed, CONFIG, &flags).await;
     // It would grow the jobs into the idle room, and decides so.

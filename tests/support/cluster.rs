@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use colocate::live::master::deployment::DeploymentBackend;
+use colocate::live::master::tls_listener::TlsListener;
 use colocate::live::master::{
     serve_with_shutdown, BackendError, MasterConfig, MasterState, Observed, ScaleCommand, WorkerBackend,
     WorkerResources,
@@ -263,10 +264,27 @@ impl ElasticJob {
         client: &Client,
         ns: &str,
         name: &str,
+        sizes: (u32, u32, u32),
+        behaviour: Behaviour,
+        worker: WorkerPod<'_>,
+        announce: Announce,
+    ) -> ElasticJob {
+        ElasticJob::start_serving(bed, client, ns, name, sizes, behaviour, worker, announce, None).await
+    }
+
+    /// As [`start_with`](ElasticJob::start_with); with `tls` the master serves https as
+    /// `localhost` (the annotation says `https://localhost:PORT`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_serving(
+        bed: &Testbed,
+        client: &Client,
+        ns: &str,
+        name: &str,
         (min, max, replicas): (u32, u32, u32),
         behaviour: Behaviour,
         worker: WorkerPod<'_>,
         announce: Announce,
+        tls: Option<Arc<rustls::ServerConfig>>,
     ) -> ElasticJob {
         let labels = json!({"colocate.dev/job": name, "colocate.dev/role": "worker"});
         let workers = format!("{name}-workers");
@@ -288,11 +306,22 @@ impl ElasticJob {
         config.worker_release_s = worker_release.map(|d| d.as_secs_f64());
         let state = MasterState::new(config, backend).expect("master config");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let port = listener.local_addr().unwrap().port();
         let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(serve_with_shutdown(listener, state, async {
+        let stopped = async {
             let _ = stopped.await;
-        }));
+        };
+        let url = match tls {
+            Some(tls) => {
+                let listener = TlsListener::new(listener, tls).unwrap();
+                tokio::spawn(serve_with_shutdown(listener, state, stopped));
+                format!("https://localhost:{port}")
+            }
+            None => {
+                tokio::spawn(serve_with_shutdown(listener, state, stopped));
+                format!("http://127.0.0.1:{port}")
+            }
+        };
         let metadata = json!({"namespace": ns, "name": format!("{name}-master"),
             "labels": {"colocate.dev/master": "true", "colocate.dev/job": name},
             "annotations": {"colocate.dev/master-url": url}});
