@@ -35,6 +35,7 @@ async fn start() -> Server {
 }
 
 async fn get(url: &str) -> (u16, String, String) {
+    colocate::live::tls::install_crypto_provider();
     let resp = reqwest::get(url).await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = resp.status().as_u16();
     let ctype = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();

@@ -443,6 +443,7 @@ impl Controller {
     /// Polls /readyz every 100 ms until it answers 200; panics after `timeout`.
     pub async fn wait_ready(&self, timeout: Duration) {
         let url = format!("{}/readyz", self.metrics_url);
+        colocate::live::tls::install_crypto_provider();
         eventually(timeout, "colocate run to be ready", || {
             let url = url.clone();
             async move { reqwest::get(&url).await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
@@ -456,6 +457,7 @@ impl Controller {
     }
 
     pub async fn metrics(&self) -> String {
+        colocate::live::tls::install_crypto_provider();
         reqwest::get(format!("{}/metrics", self.metrics_url)).await.expect("GET /metrics").text().await.unwrap()
     }
 
