@@ -94,29 +94,45 @@ const CONFIGS: [SpikeConfig; 7] = [
     in_place("load-signal-grace30-in-place", true),
 ];
 
-/// How long a worker released in place keeps its room, as replay models it: kwok's kubelet
-/// stage reports a resize 1 s after it sees it (`hack/testbed/kwok-resize.yaml`), and the
-/// scheduler frees the room on that status update.
-const IN_PLACE_RELEASE: Duration = Duration::from_secs(2);
-
 /// What the test plays, from the environment.
 struct Plan {
+    path: PathBuf,
     scenario: Scenario,
-    /// The same scenario with every service's pods non-preempting, for `online_never`.
-    scenario_never: Scenario,
     window: (f64, f64),
     configs: Vec<SpikeConfig>,
+}
+
+impl Plan {
+    /// The scenario as a configuration changes it: the same file, with the services' pods
+    /// non-preempting for `online_never`, and the jobs' masters releasing as the configuration's
+    /// do (`release_time`, `release_in_place`). colocate's live run and its replay both play this
+    /// twin, so replay's controller plans with the release latency the live masters announce.
+    fn played(&self, config: &SpikeConfig) -> Scenario {
+        let mut twin = load(&self.path);
+        if config.online_never {
+            for svc in &mut twin.spec.services {
+                svc.preemption_policy = PreemptionPolicy::Never;
+            }
+        }
+        for job in &mut twin.spec.jobs {
+            if let Some(s) = config.release_s {
+                job.release_time = Some(Duration::from_secs(u64::from(s)));
+            }
+            job.release_in_place |= config.in_place;
+        }
+        twin
+    }
+}
+
+fn load(path: &std::path::Path) -> Scenario {
+    Scenario::load(path).unwrap_or_else(|e| panic!("COLOCATE_SPIKE_SCENARIO: {e}"))
 }
 
 fn plan() -> Plan {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let file = std::env::var("COLOCATE_SPIKE_SCENARIO").unwrap_or_else(|_| DEFAULT_SCENARIO.into());
     let path = if PathBuf::from(&file).is_absolute() { PathBuf::from(&file) } else { root.join(&file) };
-    let scenario = Scenario::load(&path).unwrap_or_else(|e| panic!("COLOCATE_SPIKE_SCENARIO: {e}"));
-    let mut scenario_never = Scenario::load(&path).unwrap_or_else(|e| panic!("COLOCATE_SPIKE_SCENARIO: {e}"));
-    for svc in &mut scenario_never.spec.services {
-        svc.preemption_policy = PreemptionPolicy::Never;
-    }
+    let scenario = load(&path);
     let window = match std::env::var("COLOCATE_SPIKE_WINDOW") {
         Ok(w) => {
             let parsed = w.split_once("..").and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
@@ -150,7 +166,7 @@ fn plan() -> Plan {
         "{}: sets controller keys; the live controller runs with its defaults here",
         path.display()
     );
-    Plan { scenario, scenario_never, window, configs }
+    Plan { path, scenario, window, configs }
 }
 
 /// Live and replay figures of one configuration.
@@ -175,25 +191,19 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
     let mut took = vec![baseline_took];
     for config in &plan.configs {
         let t = Instant::now();
-        // What colocate's runs see: the scenario, or its non-preempting twin.
-        let played = if config.online_never { &plan.scenario_never } else { scenario };
-        let live_colocate = run(played, &schedule, Some(*config)).await;
+        let played = plan.played(config);
+        let live_colocate = run(&played, &schedule, Some(*config)).await;
         took.push(t.elapsed());
         let settings = |warmup_s: f64| WindowSettings {
             from_s: plan.window.0,
             to_s: plan.window.1,
             warmup_s,
-            release_time: match config.release_s {
-                Some(s) => Some(Duration::from_secs(u64::from(s))),
-                None => config.in_place.then_some(IN_PLACE_RELEASE),
-            },
-            release_in_place: config.in_place,
             load_signal: config.load_signal,
             // The live controller has no latency query here, so its latency guard never shrinks.
             latency_signal: false,
         };
         let replay_preemption = replay_window(scenario, Policy::Preemption, &settings(WARM_UP.as_secs_f64()));
-        let replay_colocate = replay_window(played, Policy::Colocate, &settings(live_colocate.warmup_s));
+        let replay_colocate = replay_window(&played, Policy::Colocate, &settings(live_colocate.warmup_s));
         compared.push(Compared { config: *config, live_colocate, replay_preemption, replay_colocate });
     }
 
@@ -341,10 +351,7 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         async move { (r.now().online_running == online).then_some(()) }
     })
     .await;
-    let grace_s = scenario.spec.baselines.termination_grace_period.as_secs() as u32;
-    let release_s = config.and_then(|c| c.release_s);
-    let in_place = config.is_some_and(|c| c.in_place);
-    let jobs = spike::fill_with_jobs(&bed, &client, scenario, grace_s, release_s, in_place).await;
+    let jobs = spike::fill_with_jobs(&bed, &client, scenario).await;
     let fill: Vec<(String, u32)> = jobs.iter().map(|(j, n)| (j.name.clone(), *n)).collect();
     eprintln!("filled: NGINX {online} pods, jobs {fill:?}");
 

@@ -356,8 +356,8 @@ impl<'a> World<'a> {
     /// the named pods first, then pending ones, then the newest.
     fn apply_target(&mut self, j: usize, target: u32, release: &[String]) {
         let now = self.now;
-        let grace = self.release_time(j);
-        let in_place = self.window.as_ref().is_some_and(|w| w.release_in_place);
+        let grace = self.scenario.spec.release_time(j).as_secs_f64();
+        let in_place = self.scenario.spec.jobs[j].release_in_place;
         let let_go = |cluster: &mut Cluster, id: PodId| {
             if in_place {
                 cluster.release_in_place(id, now, grace);
@@ -400,12 +400,6 @@ impl<'a> World<'a> {
         for (id, _, _) in pods.into_iter().take(excess) {
             let_go(&mut self.cluster, id);
         }
-    }
-
-    /// Seconds a released worker of job `j` keeps its node.
-    fn release_time(&self, j: usize) -> f64 {
-        let window = self.window.as_ref().and_then(|w| w.release_time);
-        window.unwrap_or_else(|| self.scenario.spec.release_time(j)).as_secs_f64()
     }
 
     /// `preemption` baseline: the job's master replaces lost workers after the relaunch delay

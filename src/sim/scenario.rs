@@ -208,6 +208,13 @@ pub struct JobSpec {
     /// which is what a worker whose container uses all of it costs (the test bed's case).
     #[serde(default, deserialize_with = "super::units::optional_duration")]
     pub release_time: Option<Duration>,
+    /// Added key: the master releases workers in place (`example-master --release-in-place`):
+    /// it resizes them down before they exit, so their room frees when the kubelet reports the
+    /// resize (`release_time`, default [`IN_PLACE_RELEASE`]), unless the scheduler picks one as
+    /// a preemption victim first: a pod being deleted is never resized, so it then holds its
+    /// node for the grace period.
+    #[serde(default)]
+    pub release_in_place: bool,
     /// Added key: how often the job checkpoints. A worker evicted without a graceful shrink
     /// rolls the job back to its last checkpoint (as torchrun and most frameworks do); a
     /// graceful shrink through the master loses nothing.
@@ -260,10 +267,16 @@ impl Default for ObservationSpec {
     }
 }
 
+/// How long a worker released in place keeps its room unless told: the kubelet reports a
+/// resize within a second or two (kwok's stage on the test bed: 1 s, then the scheduler's update).
+pub const IN_PLACE_RELEASE: Duration = Duration::from_secs(2);
+
 impl ScenarioFile {
-    /// How long a released worker of job `j` holds its node.
+    /// How long a released worker of job `j` holds its node (its room, for a release in place).
     pub fn release_time(&self, j: usize) -> Duration {
-        self.jobs[j].release_time.unwrap_or(self.baselines.termination_grace_period)
+        let job = &self.jobs[j];
+        let default = if job.release_in_place { IN_PLACE_RELEASE } else { self.baselines.termination_grace_period };
+        job.release_time.unwrap_or(default)
     }
 }
 

@@ -72,6 +72,21 @@ fn a_release_slower_than_the_hpa_step_leaves_pods_waiting() {
 }
 
 #[test]
+fn a_job_that_releases_in_place_frees_its_room_in_seconds() {
+    // The same 30 s grace period, but the master resizes released workers down first: their
+    // room frees when the kubelet reports the resize (2 s by default), before the HPA's 75 s
+    // step, so no pod waits and none is killed. The grace period still bounds a release that
+    // the scheduler cuts, which this spike does not provoke.
+    let run = replay(&spike("release_in_place: true", ""), Policy::Colocate);
+    assert_eq!((run.result.forced_preemptions, run.result.pending_online_pod_s), (0, 0.0), "{:?}", run.result);
+    let scenario = Scenario::parse(Path::new("tiny.yaml"), &spike("release_in_place: true", "")).unwrap();
+    assert_eq!(scenario.spec.release_time(0), super::scenario::IN_PLACE_RELEASE);
+    // A slow kubelet (`release_time` with the key) is honoured: 20 s is still too late.
+    let run = replay(&spike("release_in_place: true\n    release_time: 20s", ""), Policy::Colocate);
+    assert!(run.result.pending_online_pod_s > 0.0, "{:?}", run.result);
+}
+
+#[test]
 fn pods_that_do_not_preempt_wait_for_the_release() {
     // Same 30 s release, `preemptionPolicy: Never`: nobody is killed, the pods wait for the
     // released workers, and fewer than the deadline's 30 s, so colocate forces nothing either.
@@ -104,27 +119,29 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
         .map(|s| (s.at_s, s.current, s.desired))
         .collect();
     assert_eq!(steps, [(495.0, 25, 50), (510.0, 50, 100), (525.0, 100, 125)]);
-    let settings = |release: Option<u64>, load_signal: bool| WindowSettings {
+    let settings = |load_signal: bool| WindowSettings {
         from_s: 465.0,
         to_s: 585.0,
         warmup_s: 20.0,
-        release_time: release.map(std::time::Duration::from_secs),
-        release_in_place: false,
         load_signal,
         latency_signal: false,
     };
     // Plain preemption: the new pods preempt workers and wait out their 30 s grace period.
-    let baseline = replay_window(&scenario, Policy::Preemption, &settings(None, false));
+    let baseline = replay_window(&scenario, Policy::Preemption, &settings(false));
     assert!(baseline.scheduler_preemptions > 20 && baseline.online_unschedulable_pod_s > 2000.0, "{baseline:?}");
     // colocate with the load signal and masters that release in 5 s: no pod waits, none killed.
-    let fast = replay_window(&scenario, Policy::Colocate, &settings(Some(5), true));
+    let mut fast_masters = Scenario::load(path).unwrap();
+    for job in &mut fast_masters.spec.jobs {
+        job.release_time = Some(std::time::Duration::from_secs(5));
+    }
+    let fast = replay_window(&fast_masters, Policy::Colocate, &settings(true));
     assert_eq!(
         (fast.online_unschedulable_pod_s, fast.scheduler_preemptions, fast.colocate_forced_preemptions),
         (0.0, 0, 0)
     );
     assert!(!fast.scale_commands.is_empty());
     // With the HPA's status only and 30 s releases, pods wait, though less than under preemption.
-    let slow = replay_window(&scenario, Policy::Colocate, &settings(None, false));
+    let slow = replay_window(&scenario, Policy::Colocate, &settings(false));
     assert!(slow.online_unschedulable_pod_s > 0.0, "{slow:?}");
     assert!(slow.online_unschedulable_pod_s < baseline.online_unschedulable_pod_s, "{slow:?}");
 }

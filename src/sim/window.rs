@@ -8,8 +8,11 @@
 //! - under `preemption`, a job's ReplicaSet replaces preempted workers at once, up to the
 //!   workers it started with;
 //! - the figures count from the window's start to its end.
-
-use std::time::Duration;
+//!
+//! How fast released workers leave, and whether in place, is the scenario's (`jobs[]`
+//! `release_time`, `release_in_place`), as in a full replay: a configuration that changes the
+//! masters is a scenario that says so, so the controller in replay plans with the release
+//! latency the masters would announce.
 
 use super::cluster::PodKind;
 use super::engine::World;
@@ -26,14 +29,6 @@ pub struct WindowSettings {
     pub to_s: f64,
     /// Seconds before the window when the jobs are filled and the controller starts.
     pub warmup_s: f64,
-    /// How long a released worker keeps its node (the job's release latency); `None`: the
-    /// scenario's.
-    pub release_time: Option<Duration>,
-    /// The masters release workers in place (`example-master --release-in-place`): a released
-    /// worker's room frees after `release_time` when the kubelet reports its resize, unless the
-    /// scheduler picks it as a victim first (a pod being deleted is never resized: it then
-    /// holds its node for the grace period).
-    pub release_in_place: bool,
     /// The controller samples a load signal (Prometheus); without it, HPA status only.
     pub load_signal: bool,
     /// The controller samples the service's p99 (a latency query). Without it the latency
@@ -97,8 +92,6 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
         from_s: settings.from_s,
         until: settings.to_s,
         jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
-        release_time: settings.release_time,
-        release_in_place: settings.release_in_place,
         load_signal: settings.load_signal,
         latency_signal: settings.latency_signal,
         script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
@@ -145,8 +138,6 @@ pub(crate) struct Window {
     pub until: f64,
     /// When the jobs are filled and the controller starts.
     pub jobs_at: f64,
-    pub release_time: Option<Duration>,
-    pub release_in_place: bool,
     pub load_signal: bool,
     pub latency_signal: bool,
     /// Per service, the syncs still to play, the next last.

@@ -123,28 +123,25 @@ async fn write_hpa_status(client: &Client, sync: &HpaSync) {
 
 /// The scenario's jobs "as large as fits", as the simulator's `preemption` policy starts them:
 /// in arrival order, each Deployment asks for `max_workers`, the scheduler places what fits, then
-/// the Deployment is set to the workers placed (no pending workers left). Returns the jobs and
-/// their sizes.
-pub async fn fill_with_jobs(
-    bed: &Testbed,
-    client: &Client,
-    scenario: &Scenario,
-    grace_s: u32,
-    release_grace_s: Option<u32>,
-    release_in_place: bool,
-) -> Vec<(ElasticJob, u32)> {
+/// the Deployment is set to the workers placed (no pending workers left). Each job's master
+/// releases as its scenario entry says: in place (`release_in_place`), or within its
+/// `release_time` when that is shorter than the pods' grace period. Returns the jobs and their
+/// sizes.
+pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario) -> Vec<(ElasticJob, u32)> {
+    let grace = scenario.spec.baselines.termination_grace_period;
     cluster::namespace(bed, JOB_NAMESPACE);
     let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
     specs.sort_by_key(|j| j.arrival);
     let mut jobs = Vec::new();
     for spec in specs {
         let cpu = format!("{}m", spec.worker.resources().cpu_milli);
+        let release_grace = spec.release_time.filter(|r| !spec.release_in_place && *r < grace);
         let worker = WorkerPod {
             cpu: &cpu,
             priority_class: Some(TRAINING_CLASS),
-            termination_grace_s: grace_s,
-            release_grace_s,
-            release_in_place,
+            termination_grace_s: grace.as_secs() as u32,
+            release_grace_s: release_grace.map(|r| r.as_secs().max(1) as u32),
+            release_in_place: spec.release_in_place,
         };
         let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
         let job = ElasticJob::start_with(
