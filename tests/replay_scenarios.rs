@@ -33,7 +33,7 @@ fn report_v1_has_every_contract_key() {
     assert_eq!(num(&report, "duration_s"), 2700.0);
     let policies: Vec<&str> =
         report["results"].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap()).collect();
-    assert_eq!(policies, ["colocate", "preemption", "gang", "online-only"]);
+    assert_eq!(policies, ["colocate", "preemption", "gang", "gang-backfill", "online-only"]);
     for r in report["results"].as_array().unwrap() {
         for key in [
             "avg_cpu_allocation",
@@ -49,8 +49,14 @@ fn report_v1_has_every_contract_key() {
             assert!(r[key].is_number(), "{key} in {r}");
         }
         assert!(r.get("makespan_s").is_some(), "makespan_s present (null allowed)");
+        // v1.1: null where nothing is measured (no job with work here, no GPU).
+        for key in ["avg_jct_s", "p50_jct_s", "p95_jct_s", "avg_queueing_s", "p95_queueing_s", "avg_gpu_allocation"] {
+            assert!(r.get(key).is_some_and(Value::is_null), "{key} in {r}");
+        }
+        assert_eq!(r["unfinished_jobs"], 0, "{r}");
         for job in r["jobs"].as_array().unwrap() {
             assert!(job["name"].is_string() && job["avg_workers"].is_number() && job.get("completed_at_s").is_some());
+            assert!(job["arrival_s"].is_number() && job.get("started_at_s").is_some(), "{job}");
         }
     }
 }
@@ -123,7 +129,7 @@ fn default_run_prints_the_comparison_table() {
     assert!(out.status.success());
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("scenario elasticdl-nginx"), "{table}");
-    for policy in ["colocate", "preemption", "gang", "online-only"] {
+    for policy in ["colocate", "preemption", "gang", "gang-backfill", "online-only"] {
         assert!(table.lines().any(|l| l.starts_with(policy)), "no {policy} row in {table}");
     }
 }
@@ -146,13 +152,13 @@ fn out_dir_gets_report_timeline_and_chart() {
     let mut lines = csv.lines();
     let header = lines.next().unwrap();
     assert!(header.starts_with("policy,t_s,cpu_allocation") && header.contains("job-b_workers"), "{header}");
-    // 1200 one-second steps for each of the four policies.
-    assert_eq!(lines.count(), 4 * 1200);
+    // 1200 one-second steps for each of the five policies.
+    assert_eq!(lines.count(), 5 * 1200);
     let svg = std::fs::read_to_string(dir.path().join("chart.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches(r#"class="target""#).count(), 4, "one target line per policy panel");
-    assert_eq!(svg.matches(r#"class="slo""#).count(), 4, "one SLO line per policy's strip");
-    assert_eq!(svg.matches(r#"class="p99""#).count(), 4, "one p99 line per policy's strip");
+    assert_eq!(svg.matches(r#"class="target""#).count(), 5, "one target line per policy panel");
+    assert_eq!(svg.matches(r#"class="slo""#).count(), 5, "one SLO line per policy's strip");
+    assert_eq!(svg.matches(r#"class="p99""#).count(), 5, "one p99 line per policy's strip");
     // elasticdl-overlap has no service pods waiting under any policy: no pending area is drawn.
     assert_eq!(svg.matches(r#"class="pending""#).count(), 0);
 }

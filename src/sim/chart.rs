@@ -189,6 +189,7 @@ mod tests {
         TimelineRow {
             t,
             allocation: 0.9,
+            gpu_allocation: 0.0,
             system_cpu: 1.0,
             online_cpu: 4.0,
             training_cpu: 4.0,

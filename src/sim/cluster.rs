@@ -265,6 +265,22 @@ impl Cluster {
         }
     }
 
+    /// Nodes for `count` pods of `requests` placed at once, each where it fits tightest (as
+    /// [`Cluster::pick_node`] without spreading), or `None` if not all of them fit: how a gang
+    /// scheduler tests a rigid job.
+    pub fn place_all(&self, requests: &Resources, count: u32) -> Option<Vec<usize>> {
+        let mut open: Vec<Resources> = (0..self.nodes.len()).map(|n| self.free(n) - self.nodes[n].nominated).collect();
+        let mut places = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let n = (0..open.len())
+                .filter(|&n| requests.fits_in(&open[n]))
+                .min_by_key(|&n| (open[n].cpu_milli, open[n].memory_bytes, n))?;
+            open[n] -= *requests;
+            places.push(n);
+        }
+        Some(places)
+    }
+
     /// Binds pending pods, online first; returns workers evicted for online pods.
     /// `ready_delay(pod)` gives each pod's startup time; `priority(job)` orders jobs.
     pub fn schedule(

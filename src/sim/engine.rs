@@ -17,7 +17,7 @@ use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
 use super::jobs::{Phase, SimJob};
 use super::load::LoadCurve;
 use super::policy::{draw, Policy};
-use super::report::{JobResult, PolicyResult, TimelineRow};
+use super::report::{JobFigures, JobResult, PolicyResult, TimelineRow};
 use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::{p99_seconds, utilization, HpaState};
 use super::snapshot::build_snapshot;
@@ -45,6 +45,9 @@ pub struct World<'a> {
     pub now: f64,
     core: Option<Core>,
     gang_queue: VecDeque<usize>,
+    /// [`Cluster::room_events`] when the gang queue was last tried and nothing more fitted;
+    /// `None` once a job joins the queue. Until room may have freed, trying again is wasted.
+    gang_tried: Option<u64>,
     /// Running workers the scheduler preempted for online pods.
     scheduler_preemptions: u64,
     /// Victims the scheduler picked that were already leaving (released gracefully).
@@ -123,6 +126,7 @@ impl<'a> World<'a> {
             now: 0.0,
             core,
             gang_queue: VecDeque::new(),
+            gang_tried: None,
             scheduler_preemptions: 0,
             scheduler_victims_leaving: 0,
             intents: Vec::new(),
@@ -200,10 +204,10 @@ impl<'a> World<'a> {
                 self.colocate()
             }
             Policy::Preemption => self.relaunch(),
-            Policy::Gang | Policy::OnlineOnly => {}
+            Policy::Gang | Policy::GangBackfill | Policy::OnlineOnly => {}
         }
         self.schedule();
-        if self.policy == Policy::Gang {
+        if self.policy.is_gang() {
             self.admit_gang_jobs();
         }
         for (j, job) in self.jobs.iter_mut().enumerate() {
@@ -283,7 +287,10 @@ impl<'a> World<'a> {
                     job.target = job.spec.max_workers;
                     job.create_workers(&mut self.cluster, j, job.spec.max_workers, self.now);
                 }
-                Policy::Gang => self.gang_queue.push_back(j),
+                Policy::Gang | Policy::GangBackfill => {
+                    self.gang_queue.push_back(j);
+                    self.gang_tried = None;
+                }
                 Policy::Colocate | Policy::OnlineOnly => {}
             }
         }
@@ -430,7 +437,7 @@ impl<'a> World<'a> {
         let preemption = move |p: &SimPod| match policy {
             Policy::OnlineOnly => Preemption::Never,
             Policy::Preemption => Preemption::Workers,
-            Policy::Gang => Preemption::WholeJobs,
+            Policy::Gang | Policy::GangBackfill => Preemption::WholeJobs,
             // kube-scheduler preempts for these pods whatever the controller plans.
             Policy::Colocate if preempts(p) => Preemption::Workers,
             // Pods that do not preempt wait for the room colocate's shrinks free. Its deadline
@@ -464,16 +471,17 @@ impl<'a> World<'a> {
         for j in hit {
             let job = &mut self.jobs[j];
             // Gang jobs are the generous baseline of the contract: their progress is kept.
-            if self.policy != Policy::Gang {
+            if !self.policy.is_gang() {
                 job.roll_back(now);
             }
             match self.policy {
                 Policy::Preemption => {
                     job.relaunch_at.get_or_insert(now + relaunch);
                 }
-                Policy::Gang => {
+                Policy::Gang | Policy::GangBackfill => {
                     job.phase = Phase::Waiting;
                     self.gang_queue.push_front(j);
+                    self.gang_tried = None;
                 }
                 // The master still wants its target: the job's controller (a ReplicaSet, the
                 // framework) replaces the lost workers with pods that wait for room.
@@ -483,35 +491,37 @@ impl<'a> World<'a> {
         }
     }
 
-    /// `gang` baseline: FIFO; the head job starts only when all its workers fit.
+    /// `gang` and `gang-backfill`: a queued job starts when all its `gang_workers` fit at once,
+    /// bound where they fit tightest. `gang` is FIFO: while the head job does not fit, every job
+    /// behind it waits (kube-batch #561). `gang-backfill` tries every queued job in queue order
+    /// and starts each one that fits.
     fn admit_gang_jobs(&mut self) {
-        while let Some(&j) = self.gang_queue.front() {
+        if self.gang_tried == Some(self.cluster.room_events) {
+            return;
+        }
+        let mut k = 0;
+        while k < self.gang_queue.len() {
+            let j = self.gang_queue[k];
             let job = &self.jobs[j];
-            let worker = job.spec.worker.resources();
-            let mut trial = self.cluster.clone();
-            let mut places = Vec::new();
-            for _ in 0..job.spec.max_workers {
-                match trial.pick_node(&worker, false) {
-                    Some(n) => {
-                        trial.nodes[n].used += worker;
-                        places.push(n);
-                    }
-                    None => break,
+            let size = job.spec.gang_size();
+            let Some(places) = self.cluster.place_all(&job.spec.worker.resources(), size) else {
+                if self.policy == Policy::Gang {
+                    break;
                 }
-            }
-            if places.len() < job.spec.max_workers as usize {
-                return;
-            }
-            self.gang_queue.pop_front();
+                k += 1;
+                continue;
+            };
+            self.gang_queue.remove(k);
             let job = &mut self.jobs[j];
             job.phase = Phase::Running;
-            job.target = job.spec.max_workers;
-            job.create_workers(&mut self.cluster, j, job.spec.max_workers, self.now);
+            job.target = size;
+            job.create_workers(&mut self.cluster, j, size, self.now);
             let pending: Vec<u64> = SimJob::pods(&self.cluster, j).filter(|(_, b)| !b).map(|(id, _)| id).collect();
             for (id, n) in pending.into_iter().zip(places) {
                 self.cluster.bind(id, n, self.now);
             }
         }
+        self.gang_tried = Some(self.cluster.room_events);
     }
 
     /// Latency, training and metrics for the step [now, now + dt).
@@ -520,6 +530,7 @@ impl<'a> World<'a> {
         let mut row = TimelineRow {
             t: self.now,
             allocation: 0.0,
+            gpu_allocation: 0.0,
             system_cpu: 0.0,
             online_cpu: 0.0,
             training_cpu: 0.0,
@@ -530,7 +541,11 @@ impl<'a> World<'a> {
             services: Vec::with_capacity(spec.services.len()),
             workers: Vec::with_capacity(self.jobs.len()),
         };
+        let mut gpus = 0;
         for p in self.cluster.pods.values() {
+            if p.node.is_some() {
+                gpus += p.requests.gpu;
+            }
             let cpu = p.requests.cpu_cores();
             match (p.kind, p.node) {
                 (PodKind::System, Some(_)) => row.system_cpu += cpu,
@@ -540,8 +555,11 @@ impl<'a> World<'a> {
                 _ => {}
             }
         }
-        let total = self.cluster.allocatable().cpu_cores();
-        row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu) / total;
+        let allocatable = self.cluster.allocatable();
+        row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu) / allocatable.cpu_cores();
+        if allocatable.gpu > 0 {
+            row.gpu_allocation = gpus as f64 / allocatable.gpu as f64;
+        }
         for (s, svc) in spec.services.iter().enumerate() {
             let (replicas, ready) = self.replica_counts(s);
             let load = self.services[s].load;
@@ -557,6 +575,7 @@ impl<'a> World<'a> {
         }
         acc.time += dt;
         acc.allocation += row.allocation * dt;
+        acc.gpu_allocation += row.gpu_allocation * dt;
         if row.allocation + 1e-9 >= spec.controller.target_utilization {
             acc.above_target += dt;
         }
@@ -581,6 +600,8 @@ impl<'a> World<'a> {
                     let span = until - from;
                     JobResult {
                         name: j.spec.name.clone(),
+                        arrival_s: j.spec.arrival.as_secs_f64(),
+                        started_at_s: j.started_at,
                         completed_at_s: j.completed_at,
                         avg_workers: if span > 0.0 { j.worker_seconds / span } else { 0.0 },
                     }
@@ -593,6 +614,10 @@ impl<'a> World<'a> {
             jobs.iter().filter_map(|j| j.completed_at_s).reduce(f64::max)
         };
         let time = acc.time.max(1e-9);
+        let with_work: Vec<(&JobResult, bool)> =
+            jobs.iter().zip(&self.jobs).map(|(r, j)| (r, j.spec.work.is_some())).collect();
+        let figures = JobFigures::of(&with_work, end);
+        let has_gpus = self.cluster.allocatable().gpu > 0;
         PolicyResult {
             policy: self.policy.as_str().to_string(),
             avg_cpu_allocation: acc.allocation / time,
@@ -607,6 +632,13 @@ impl<'a> World<'a> {
             // Samples kept: work lost to rollbacks does not count.
             training_samples: self.jobs.iter().map(|j| j.progress).sum(),
             makespan_s: makespan,
+            avg_jct_s: figures.avg_jct_s,
+            p50_jct_s: figures.p50_jct_s,
+            p95_jct_s: figures.p95_jct_s,
+            unfinished_jobs: figures.unfinished_jobs,
+            avg_queueing_s: figures.avg_queueing_s,
+            p95_queueing_s: figures.p95_queueing_s,
+            avg_gpu_allocation: has_gpus.then(|| acc.gpu_allocation / time),
             jobs,
         }
     }
@@ -616,6 +648,7 @@ impl<'a> World<'a> {
 struct Accumulator {
     time: f64,
     allocation: f64,
+    gpu_allocation: f64,
     above_target: f64,
     slo_violation: f64,
     pending_online: f64,

@@ -28,6 +28,8 @@ pub struct SimJob {
     pub paused_until: f64,
     pub rescale_events: u32,
     pub completed_at: Option<f64>,
+    /// First time it had at least `min_workers` active (report v1.1 `started_at_s`).
+    pub started_at: Option<f64>,
     /// Active worker pods at the end of the last step (membership).
     members: Vec<PodId>,
     ever_ran: bool,
@@ -52,6 +54,7 @@ impl SimJob {
             paused_until: 0.0,
             rescale_events: 0,
             completed_at: None,
+            started_at: None,
             members: Vec::new(),
             ever_ran: false,
             worker_seconds: 0.0,
@@ -101,6 +104,9 @@ impl SimJob {
         }
         if !active.is_empty() {
             self.ever_ran = true;
+        }
+        if self.started_at.is_none() && active.len() as u32 >= self.spec.min_workers {
+            self.started_at = Some(now);
         }
         self.members = active;
     }

@@ -15,7 +15,7 @@ pub const MAX_NODES: u64 = 10_000;
 pub const MAX_PODS: u64 = 1_000_000;
 
 /// The policies a default `replay` plays side by side, each with its own timeline.
-const POLICIES: u64 = 4;
+const POLICIES: u64 = super::policy::Policy::ALL.len() as u64;
 
 /// The first limit `s` breaks, as (key, problem).
 pub fn check(s: &ScenarioFile) -> Result<(), (String, String)> {

@@ -173,7 +173,7 @@ fn trace_curve(spec: &TraceSpec, base: &Path) -> Result<Vec<(f64, f64)>, LoadErr
 }
 
 /// Seconds as a number, or a timestamp `YYYY-MM-DD HH:MM[:SS]` as seconds since 1970.
-fn parse_time(s: &str) -> Option<f64> {
+pub(super) fn parse_time(s: &str) -> Option<f64> {
     if let Ok(v) = s.parse::<f64>() {
         return v.is_finite().then_some(v);
     }

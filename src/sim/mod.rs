@@ -4,6 +4,7 @@
 pub mod chart;
 pub mod cluster;
 pub mod engine;
+pub mod job_trace;
 pub mod jobs;
 pub mod limits;
 pub mod load;
@@ -24,5 +25,7 @@ pub use scenario::Scenario;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_many_jobs;
 #[cfg(test)]
 mod tests_model;

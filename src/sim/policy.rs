@@ -9,20 +9,31 @@ pub enum Policy {
     Colocate,
     /// No controller: elastic jobs start as large as fits; online pods preempt workers.
     Preemption,
-    /// Rigid jobs: start when all `max_workers` fit, never resize; preemption kills whole jobs.
+    /// Rigid jobs, FIFO: the head job starts when all its `gang_workers` fit, and the jobs behind
+    /// it wait; never resized; preemption kills whole jobs.
     Gang,
+    /// Rigid jobs with backfill (kube-batch/Volcano): whenever room frees, every queued job that
+    /// fits starts, in arrival order, so a big job at the head blocks no small one.
+    GangBackfill,
     /// The services alone: the latency floor.
     OnlineOnly,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 4] = [Policy::Colocate, Policy::Preemption, Policy::Gang, Policy::OnlineOnly];
+    pub const ALL: [Policy; 5] =
+        [Policy::Colocate, Policy::Preemption, Policy::Gang, Policy::GangBackfill, Policy::OnlineOnly];
+
+    /// Rigid jobs at `gang_workers`, queued, preempted as a whole.
+    pub fn is_gang(&self) -> bool {
+        matches!(self, Policy::Gang | Policy::GangBackfill)
+    }
 
     pub fn as_str(&self) -> &'static str {
         match self {
             Policy::Colocate => "colocate",
             Policy::Preemption => "preemption",
             Policy::Gang => "gang",
+            Policy::GangBackfill => "gang-backfill",
             Policy::OnlineOnly => "online-only",
         }
     }

@@ -37,14 +37,77 @@ pub struct PolicyResult {
     pub rescale_events: u64,
     pub training_samples: f64,
     pub makespan_s: Option<f64>,
+    /// v1.1: completion time (completed_at - arrival) over the jobs that completed.
+    pub avg_jct_s: Option<f64>,
+    pub p50_jct_s: Option<f64>,
+    pub p95_jct_s: Option<f64>,
+    /// v1.1: jobs with `work` not completed when the scenario ended.
+    pub unfinished_jobs: u64,
+    /// v1.1: started_at - arrival over the jobs with `work` that arrived; one never started
+    /// counts with duration - arrival.
+    pub avg_queueing_s: Option<f64>,
+    pub p95_queueing_s: Option<f64>,
+    /// v1.1: as `avg_cpu_allocation`, for `nvidia.com/gpu`; null when the cluster has none.
+    pub avg_gpu_allocation: Option<f64>,
     pub jobs: Vec<JobResult>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct JobResult {
     pub name: String,
+    /// v1.1.
+    pub arrival_s: f64,
+    /// v1.1: first time it had at least `min_workers` running.
+    pub started_at_s: Option<f64>,
     pub completed_at_s: Option<f64>,
     pub avg_workers: f64,
+}
+
+/// Completion-time and queueing figures of one policy's jobs (report v1.1).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFigures {
+    pub avg_jct_s: Option<f64>,
+    pub p50_jct_s: Option<f64>,
+    pub p95_jct_s: Option<f64>,
+    pub unfinished_jobs: u64,
+    pub avg_queueing_s: Option<f64>,
+    pub p95_queueing_s: Option<f64>,
+}
+
+impl JobFigures {
+    /// From each job's result and whether it has `work`, for a scenario `duration_s` long.
+    pub fn of(jobs: &[(&JobResult, bool)], duration_s: f64) -> JobFigures {
+        let jct: Vec<f64> = jobs.iter().filter_map(|(j, _)| j.completed_at_s.map(|c| c - j.arrival_s)).collect();
+        let queueing: Vec<f64> = jobs
+            .iter()
+            .filter(|(j, has_work)| *has_work && j.arrival_s <= duration_s)
+            .map(|(j, _)| j.started_at_s.unwrap_or(duration_s) - j.arrival_s)
+            .collect();
+        let unfinished = jobs.iter().filter(|(j, has_work)| *has_work && j.completed_at_s.is_none()).count();
+        JobFigures {
+            avg_jct_s: mean(&jct),
+            p50_jct_s: nearest_rank(&jct, 50.0),
+            p95_jct_s: nearest_rank(&jct, 95.0),
+            unfinished_jobs: unfinished as u64,
+            avg_queueing_s: mean(&queueing),
+            p95_queueing_s: nearest_rank(&queueing, 95.0),
+        }
+    }
+}
+
+fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// The nearest-rank percentile: the smallest value with at least `p`% of the values at or below.
+pub fn nearest_rank(xs: &[f64], p: f64) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut sorted = xs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    Some(sorted[rank.min(sorted.len()) - 1])
 }
 
 /// One simulated step, for timeline.csv and the chart.
@@ -52,6 +115,8 @@ pub struct JobResult {
 pub struct TimelineRow {
     pub t: f64,
     pub allocation: f64,
+    /// Requested GPUs over allocatable ones; 0 on a cluster without GPUs.
+    pub gpu_allocation: f64,
     pub system_cpu: f64,
     pub online_cpu: f64,
     pub training_cpu: f64,
@@ -76,9 +141,16 @@ impl Report {
             "scenario {} ({:.0} s simulated, step {} s, seed {}, target utilization {:.2})",
             self.scenario, self.duration_s, self.step_s, self.seed, self.target_utilization
         );
-        let header = [
-            "policy",
-            "avg CPU alloc",
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
+        // Completion-time columns only where some policy ran jobs with work; GPU allocation
+        // only on a cluster with GPUs.
+        let jct = self.results.iter().any(|r| r.avg_jct_s.is_some() || r.unfinished_jobs > 0);
+        let gpu = self.results.iter().any(|r| r.avg_gpu_allocation.is_some());
+        let mut header = vec!["policy", "avg CPU alloc"];
+        if gpu {
+            header.push("avg GPU alloc");
+        }
+        header.extend([
             "time >= target",
             "SLO viol. s",
             "pending online pod s",
@@ -86,22 +158,37 @@ impl Report {
             "rescales",
             "training samples",
             "makespan s",
-        ];
+        ]);
+        if jct {
+            header.extend(["avg JCT s", "p95 JCT s", "avg queue s", "p95 queue s", "unfinished"]);
+        }
         let rows: Vec<Vec<String>> = self
             .results
             .iter()
             .map(|r| {
-                vec![
-                    r.policy.clone(),
-                    format!("{:.3}", r.avg_cpu_allocation),
+                let mut row = vec![r.policy.clone(), format!("{:.3}", r.avg_cpu_allocation)];
+                if gpu {
+                    row.push(r.avg_gpu_allocation.map_or("-".to_string(), |g| format!("{g:.3}")));
+                }
+                row.extend([
                     format!("{:.3}", r.time_above_target),
                     format!("{:.0}", r.slo_violation_s),
                     format!("{:.0}", r.pending_online_pod_s),
                     format!("{} + {}", r.scheduler_preemptions, r.controller_forced_preemptions),
                     r.rescale_events.to_string(),
                     format!("{:.4e}", r.training_samples),
-                    r.makespan_s.map_or("-".to_string(), |m| format!("{m:.0}")),
-                ]
+                    opt(r.makespan_s),
+                ]);
+                if jct {
+                    row.extend([
+                        opt(r.avg_jct_s),
+                        opt(r.p95_jct_s),
+                        opt(r.avg_queueing_s),
+                        opt(r.p95_queueing_s),
+                        r.unfinished_jobs.to_string(),
+                    ]);
+                }
+                row
             })
             .collect();
         let widths: Vec<usize> = (0..header.len())
@@ -117,7 +204,7 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join("  ")
         };
-        let _ = writeln!(out, "{}", line(header.to_vec()));
+        let _ = writeln!(out, "{}", line(header.clone()));
         let _ = writeln!(out, "{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
         for r in &rows {
             let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::job_trace::{self, JobTraceSpec};
 use super::load::LoadCurve;
 use super::units::{duration, Cpu, Memory};
 use crate::core::{Config, Resources};
@@ -30,6 +31,9 @@ pub struct ScenarioFile {
     pub services: Vec<ServiceSpec>,
     #[serde(default)]
     pub jobs: Vec<JobSpec>,
+    /// v1.1: more jobs, one per CSV row; [`Scenario::parse`] appends them to `jobs`.
+    #[serde(default)]
+    pub job_trace: Option<JobTraceSpec>,
     #[serde(default)]
     pub controller: Config,
     /// Added key: knobs of the baseline policies.
@@ -139,7 +143,7 @@ fn fifteen_seconds() -> Duration {
     Duration::from_secs(15)
 }
 fn five_minutes() -> Duration {
-    Duration::from_secs(300)
+    JobSpec::DEFAULT_CHECKPOINT_INTERVAL
 }
 fn default_tolerance() -> f64 {
     0.1
@@ -195,6 +199,10 @@ pub struct JobSpec {
     pub worker: ResourceSpec,
     pub min_workers: u32,
     pub max_workers: u32,
+    /// v1.1: the size a rigid scheduler (`gang`, `gang-backfill`) gives the job; in
+    /// [min_workers, max_workers]; default max_workers.
+    #[serde(default)]
+    pub gang_workers: Option<u32>,
     #[serde(default, deserialize_with = "duration")]
     pub rescale_cost: Duration,
     pub throughput_per_worker: f64,
@@ -220,6 +228,15 @@ pub struct JobSpec {
     /// graceful shrink through the master loses nothing.
     #[serde(default = "five_minutes", deserialize_with = "duration")]
     pub checkpoint_interval: Duration,
+}
+
+impl JobSpec {
+    pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(300);
+
+    /// Workers a rigid scheduler starts the job with.
+    pub fn gang_size(&self) -> u32 {
+        self.gang_workers.unwrap_or(self.max_workers)
+    }
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -299,17 +316,32 @@ impl Scenario {
 
     /// Parses `text` as if read from `path` (trace files resolve relative to its folder).
     pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-        let spec: ScenarioFile = yaml::parse(path, text)?;
+        let mut spec: ScenarioFile = yaml::parse(path, text)?;
         let invalid = |key: String, message: String| ScenarioError::invalid(path, text, key, message);
-        validate(&spec).map_err(|(k, m)| invalid(k, m))?;
         let base = path.parent().unwrap_or(Path::new("."));
+        let mut warnings = Vec::new();
+        if let Some(trace) = &spec.job_trace {
+            let traced = job_trace::expand(trace, base).map_err(|(k, m)| invalid(k, m))?;
+            if let Some(j) = traced.jobs.iter().find(|t| spec.jobs.iter().any(|j| j.name == t.name)) {
+                let problem = format!("trace job `{}` has the name of a job in jobs:; choose another prefix", j.name);
+                return Err(invalid("job_trace.name_prefix".into(), problem));
+            }
+            if traced.dropped > 0 {
+                warnings.push(format!(
+                    "job_trace: {} rows dropped (workers 0, empty or not a number, or no positive duration)",
+                    traced.dropped
+                ));
+            }
+            spec.jobs.extend(traced.jobs);
+        }
+        validate(&spec).map_err(|(k, m)| invalid(k, m))?;
         let mut loads = Vec::new();
         for (i, svc) in spec.services.iter().enumerate() {
             loads.push(
                 LoadCurve::from_spec(&svc.load, base).map_err(|(k, m)| invalid(format!("services[{i}].load{k}"), m))?,
             );
         }
-        let warnings = warnings(&spec);
+        warnings.extend(self::warnings(&spec));
         Ok(Scenario { path: path.to_path_buf(), spec, loads, warnings })
     }
 }
@@ -418,6 +450,12 @@ fn validate(s: &ScenarioFile) -> Result<(), (String, String)> {
         }
         if j.min_workers > j.max_workers {
             return err(&at("min_workers"), format!("{} is above max_workers ({})", j.min_workers, j.max_workers));
+        }
+        if let Some(g) = j.gang_workers.filter(|g| !(j.min_workers..=j.max_workers).contains(g)) {
+            return err(
+                &at("gang_workers"),
+                format!("{g} is outside [min_workers, max_workers] = [{}, {}]", j.min_workers, j.max_workers),
+            );
         }
         if !(j.weight > 0.0 && j.weight.is_finite()) {
             return err(&at("weight"), format!("{} must be above 0", j.weight));
