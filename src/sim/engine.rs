@@ -210,8 +210,14 @@ impl<'a> World<'a> {
         if self.policy.is_gang() {
             self.admit_gang_jobs();
         }
-        for (j, job) in self.jobs.iter_mut().enumerate() {
-            job.observe_members(&self.cluster, j, now);
+        let mut members = vec![Vec::new(); self.jobs.len()];
+        for (id, p) in &self.cluster.pods {
+            if let (PodKind::Worker { job }, Some(_), None) = (p.kind, p.node, p.leaving_at) {
+                members[job].push(*id);
+            }
+        }
+        for (job, active) in self.jobs.iter_mut().zip(members) {
+            job.observe(active, now);
         }
     }
 
@@ -221,13 +227,16 @@ impl<'a> World<'a> {
             return;
         }
         self.next_status = self.now + self.scenario.spec.observation.status_interval.as_secs_f64();
-        for j in 0..self.jobs.len() {
-            let job = &self.jobs[j];
-            // The master reports Rescaling while workers start, leave, or the job is paused for
-            // a membership change.
-            self.reported_rescaling[j] = self.now < job.paused_until
-                || SimJob::pods(&self.cluster, j).any(|(_, bound)| !bound)
-                || self.cluster.pods.values().any(|p| p.kind == (PodKind::Worker { job: j }) && p.leaving_at.is_some());
+        // The master reports Rescaling while workers start, leave, or the job is paused for a
+        // membership change.
+        let mut changing = vec![false; self.jobs.len()];
+        for p in self.cluster.pods.values() {
+            if let PodKind::Worker { job } = p.kind {
+                changing[job] |= p.node.is_none() || p.leaving_at.is_some();
+            }
+        }
+        for (j, job) in self.jobs.iter().enumerate() {
+            self.reported_rescaling[j] = self.now < job.paused_until || changing[j];
         }
     }
 
@@ -255,13 +264,18 @@ impl<'a> World<'a> {
 
     /// A finished job's workers exit at once.
     fn finish_completed(&mut self) {
-        for (j, job) in self.jobs.iter().enumerate() {
-            if job.phase == Phase::Completed {
-                let pods: Vec<u64> = SimJob::pods(&self.cluster, j).map(|(id, _)| id).collect();
-                for id in pods {
-                    self.cluster.delete(id, self.now, 0.0);
-                }
-            }
+        let done: Vec<PodId> = self
+            .cluster
+            .pods
+            .iter()
+            .filter(|(_, p)| {
+                matches!(p.kind, PodKind::Worker { job } if self.jobs[job].phase == Phase::Completed)
+                    && p.leaving_at.is_none()
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            self.cluster.delete(id, self.now, 0.0);
         }
     }
 

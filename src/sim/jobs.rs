@@ -92,6 +92,12 @@ impl SimJob {
     /// Updates membership after this step's scheduling and removals; a change pauses the job.
     pub fn observe_members(&mut self, cluster: &Cluster, j: usize, now: f64) {
         let active: Vec<PodId> = Self::pods(cluster, j).filter(|(_, bound)| *bound).map(|(id, _)| id).collect();
+        self.observe(active, now);
+    }
+
+    /// As [`SimJob::observe_members`], given the job's bound workers that are not leaving, in
+    /// id order (the engine finds every job's in one pass over the pods).
+    pub fn observe(&mut self, active: Vec<PodId>, now: f64) {
         if active == self.members {
             return;
         }
