@@ -18,6 +18,9 @@ pub struct Memory {
     guard_steps: HashMap<String, u32>,
     /// Per service: since when its slack has been healthy without interruption.
     guard_calm_since: HashMap<String, Duration>,
+    /// Per job with no workers wanted yet (target 0): since when the core has seen it waiting.
+    /// Waiting jobs get their floors oldest first.
+    waiting_since: HashMap<String, Duration>,
 }
 
 /// How a job may move this decision, and why growth was held back.
@@ -118,6 +121,16 @@ impl Memory {
         GrowVerdict { allowed, held_back }
     }
 
+    /// Since when `job` has been waiting for its floor (its master steers to 0 workers), first
+    /// seen at `now`; `None` for a job that has workers, which forgets its wait.
+    pub fn waiting_since(&mut self, job: &Job, now: Duration) -> Option<Duration> {
+        if job.target_workers > 0 {
+            self.waiting_since.remove(&job.name);
+            return None;
+        }
+        Some(*self.waiting_since.entry(job.name.clone()).or_insert(now))
+    }
+
     /// True (and remembered) when the latency guard may shrink `service`'s nodes again now.
     ///
     /// Within one episode of low slack the guard shrinks at most `latency_guard_max_steps`
@@ -157,6 +170,7 @@ impl Memory {
     /// Drops state of jobs and services that are gone.
     pub fn retain(&mut self, jobs: &[&str], services: &[&str]) {
         self.possible.retain(|k, _| jobs.contains(&k.as_str()));
+        self.waiting_since.retain(|k, _| jobs.contains(&k.as_str()));
         self.guard_shrunk_at.retain(|k, _| services.contains(&k.as_str()));
         self.guard_steps.retain(|k, _| services.contains(&k.as_str()));
         self.guard_calm_since.retain(|k, _| services.contains(&k.as_str()));

@@ -105,7 +105,12 @@ fn intent_for(job: &str, from: u32, plan: &JobPlan, rooms: &[super::capacity::No
     let mut causes: BTreeSet<(Reason, String)> = BTreeSet::new();
     for &i in &nodes {
         if rooms[i].pressure.is_empty() {
-            causes.insert((Reason::HigherPriority, format!("{}: room taken by higher-priority jobs", rooms[i].name)));
+            let cause = if plan.made_room_for_waiting {
+                (Reason::FairShare, format!("{}: room for the floors of waiting jobs", rooms[i].name))
+            } else {
+                (Reason::HigherPriority, format!("{}: room taken by higher-priority jobs", rooms[i].name))
+            };
+            causes.insert(cause);
         }
         for (reason, text) in &rooms[i].pressure {
             causes.insert((*reason, format!("{}: {text}", rooms[i].name)));

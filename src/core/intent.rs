@@ -13,6 +13,8 @@ pub enum Reason {
     LatencyGuard,
     /// A higher-priority job takes the room.
     HigherPriority,
+    /// Jobs of the same priority waiting for their floor take the room of this job's extras.
+    FairShare,
     /// The job cannot keep its floor and gives way entirely.
     GiveWay,
     /// Spare room, stable for the stabilization window.
@@ -22,10 +24,11 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 6] = [
+    pub const ALL: [Reason; 7] = [
         Reason::OnlineHeadroom,
         Reason::LatencyGuard,
         Reason::HigherPriority,
+        Reason::FairShare,
         Reason::GiveWay,
         Reason::Grow,
         Reason::Start,
@@ -36,6 +39,7 @@ impl Reason {
             Reason::OnlineHeadroom => "online-headroom",
             Reason::LatencyGuard => "latency-guard",
             Reason::HigherPriority => "higher-priority",
+            Reason::FairShare => "fair-share",
             Reason::GiveWay => "give-way",
             Reason::Grow => "grow",
             Reason::Start => "start",

@@ -26,4 +26,6 @@ mod tests;
 #[cfg(test)]
 mod tests_forecast;
 #[cfg(test)]
+mod tests_queue;
+#[cfg(test)]
 mod tests_rules;

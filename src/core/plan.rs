@@ -30,6 +30,9 @@ pub struct JobPlan {
     pub waiting: u32,
     pub gave_way: bool,
     pub held_back: Option<String>,
+    /// Room was set aside at its priority for the floors of waiting jobs before its extras
+    /// were kept: extras it releases went to them.
+    pub made_room_for_waiting: bool,
 }
 
 impl JobPlan {
@@ -82,6 +85,8 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
     let online_waiting =
         snap.pods.iter().any(|p| matches!(p.class, PodClass::Online { .. }) && p.node.is_none() && !p.terminating);
 
+    let waiting_since: Vec<Option<std::time::Duration>> =
+        snap.jobs.iter().map(|j| memory.waiting_since(j, snap.now)).collect();
     let mut plans: Vec<JobPlan> = snap.jobs.iter().map(|_| JobPlan::default()).collect();
     let mut levels: Vec<i32> = snap.jobs.iter().map(|j| j.priority).collect();
     levels.sort_unstable_by(|a, b| b.cmp(a));
@@ -100,8 +105,13 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
             }
         }
 
+        // Jobs waiting for their floor, oldest first (then by name).
+        let mut queue: Vec<usize> = members.iter().copied().filter(|&j| waiting_since[j].is_some()).collect();
+        queue.sort_by_key(|&j| waiting_since[j]);
         let keeping = members.iter().map(|&j| Keeping::new(&snap.jobs[j], &pods[j], online_waiting)).collect();
-        keep_level(&members, &snap.jobs, keeping, rooms, &held_below, &mut plans, &total);
+        let level =
+            Level { members: &members, queue: &queue, jobs: &snap.jobs, held_below: &held_below, total: &total };
+        keep_level(&level, keeping, rooms, &mut plans);
         for &j in &members {
             if plans[j].gave_way {
                 // The dip is what the window sees: a job that gave way restarts only after it.
@@ -114,7 +124,11 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
         let mut entries: Vec<FillEntry> = members
             .iter()
             .filter(|&&j| !plans[j].gave_way)
-            .map(|&j| FillEntry::new(j, &snap.jobs[j], &plans[j], snap.jobs[j].max_workers))
+            .map(|&j| {
+                // Ties (every waiting job has share 0) go to the oldest waiting job first.
+                let rank = queue.iter().position(|&q| q == j).unwrap_or(queue.len());
+                FillEntry::new(j, &snap.jobs[j], &plans[j], snap.jobs[j].max_workers, rank)
+            })
             .collect();
         water_fill(&mut trial_rooms, &held_below, &mut entries, &total);
         for e in &mut entries {
@@ -181,9 +195,7 @@ impl<'a> Keeping<'a> {
                     plan.kept_starting += 1;
                 }
                 None => {
-                    for &(node, r) in &self.taken {
-                        rooms[node].training_room += r;
-                    }
+                    give_back(rooms, &self.taken);
                     plan.gave_way = true;
                     plan.released = self.pods.bound.iter().map(|w| (w.name.to_string(), Some(w.node))).collect();
                     plan.released.extend(self.pods.pending.iter().map(|n| (n.to_string(), None)));
@@ -244,35 +256,71 @@ impl<'a> Keeping<'a> {
     }
 }
 
-/// Keeps workers at one priority level in two passes, so that one job's extras never cost
-/// another job its floor: first every job keeps up to its floor (in name order; a job that
-/// cannot gives way entirely), then the extras go one at a time to the job with the lowest
-/// weighted dominant share, as growth does.
+/// One priority level being planned.
+struct Level<'a> {
+    /// Its jobs, by name.
+    members: &'a [usize],
+    /// Of them, the jobs waiting for their floor, oldest first.
+    queue: &'a [usize],
+    jobs: &'a [Job],
+    held_below: &'a [Resources],
+    total: &'a Resources,
+}
+
+/// Keeps workers at one priority level so that one job's extras never cost another job its
+/// floor: first every running job keeps up to its floor (in name order; a job that cannot gives
+/// way entirely); then the room for waiting jobs' floors is set aside, oldest first, each one
+/// whose whole floor fits (one that does not fit even so is passed over and blocks no one);
+/// then the extras go one at a time to the job with the lowest weighted dominant share, as
+/// growth does. Extras that no longer fit are released: a waiting job is not held up behind
+/// the extras of running ones. The room set aside is given back for the fill, which serves
+/// waiting jobs first, oldest first.
 /// `keeping` has one entry per member, in order.
-fn keep_level(
-    members: &[usize],
-    jobs: &[Job],
-    mut keeping: Vec<Keeping>,
-    rooms: &mut [NodeRoom],
-    held_below: &[Resources],
-    plans: &mut [JobPlan],
-    total: &Resources,
-) {
+fn keep_level(level: &Level, mut keeping: Vec<Keeping>, rooms: &mut [NodeRoom], plans: &mut [JobPlan]) {
+    let (members, jobs, held_below) = (level.members, level.jobs, level.held_below);
     for (k, &j) in members.iter().enumerate() {
         keeping[k].keep_floor(rooms, held_below, &mut plans[j]);
+    }
+    let mut set_aside: Vec<(usize, Resources)> = Vec::new();
+    for &j in level.queue {
+        let job = &jobs[j];
+        let mut took = Vec::new();
+        for _ in 0..job.min_workers.max(1) {
+            match place_worker(rooms, held_below, &job.worker, false) {
+                Some(node) => took.push((node, job.worker)),
+                None => break,
+            }
+        }
+        if took.len() < job.min_workers.max(1) as usize {
+            give_back(rooms, &took);
+        } else {
+            set_aside.extend(took);
+        }
+    }
+    if !set_aside.is_empty() {
+        for &j in members {
+            plans[j].made_room_for_waiting = true;
+        }
     }
     let mut active: Vec<bool> = members.iter().map(|&j| !plans[j].gave_way).collect();
     let share = |j: usize, plan: &JobPlan| {
         let weight = if jobs[j].weight > 0.0 { jobs[j].weight } else { 1.0 };
-        jobs[j].worker.times((plan.kept + plan.kept_starting) as i64).dominant_share(total) / weight
+        jobs[j].worker.times((plan.kept + plan.kept_starting) as i64).dominant_share(level.total) / weight
     };
     loop {
         let next = (0..members.len()).filter(|&k| active[k]).min_by(|&a, &b| {
             share(members[a], &plans[members[a]]).total_cmp(&share(members[b], &plans[members[b]])).then(a.cmp(&b))
         });
-        let Some(k) = next else { return };
+        let Some(k) = next else { break };
         let j = members[k];
         active[k] = keeping[k].keep_one(rooms, held_below, &mut plans[j]);
+    }
+    give_back(rooms, &set_aside);
+}
+
+fn give_back(rooms: &mut [NodeRoom], taken: &[(usize, Resources)]) {
+    for &(node, r) in taken {
+        rooms[node].training_room += r;
     }
 }
 
@@ -305,6 +353,8 @@ fn place_worker(
 
 struct FillEntry {
     job: usize,
+    /// Breaks ties of share: the waiting job's place in the queue.
+    rank: usize,
     worker: Resources,
     weight: f64,
     min: u32,
@@ -316,10 +366,11 @@ struct FillEntry {
 }
 
 impl FillEntry {
-    fn new(j: usize, job: &Job, plan: &JobPlan, cap: u32) -> Self {
+    fn new(j: usize, job: &Job, plan: &JobPlan, cap: u32, rank: usize) -> Self {
         let start = plan.kept + plan.kept_starting;
         FillEntry {
             job: j,
+            rank,
             worker: job.worker,
             weight: if job.weight > 0.0 { job.weight } else { 1.0 },
             min: job.min_workers.max(1),
@@ -346,7 +397,9 @@ fn water_fill(rooms: &mut [NodeRoom], held_below: &[Resources], entries: &mut [F
             .iter()
             .enumerate()
             .filter(|(_, e)| e.active)
-            .min_by(|(ia, a), (ib, b)| a.share(total).total_cmp(&b.share(total)).then(ia.cmp(ib)))
+            .min_by(|(ia, a), (ib, b)| {
+                a.share(total).total_cmp(&b.share(total)).then(a.rank.cmp(&b.rank)).then(ia.cmp(ib))
+            })
             .map(|(i, _)| i);
         let Some(i) = next else { return };
         let e = &mut entries[i];
