@@ -161,4 +161,12 @@ fn out_dir_gets_report_timeline_and_chart() {
     assert_eq!(svg.matches(r#"class="p99""#).count(), 5, "one p99 line per policy's strip");
     // elasticdl-overlap has no service pods waiting under any policy: no pending area is drawn.
     assert_eq!(svg.matches(r#"class="pending""#).count(), 0);
+    // Its jobs have work: completion times per job (two jobs under four policies; online-only
+    // runs none) and a CDF per policy.
+    let jct = std::fs::read_to_string(dir.path().join("jct.csv")).unwrap();
+    assert_eq!(jct.lines().count(), 1 + 4 * 2, "{jct}");
+    let cdf = std::fs::read_to_string(dir.path().join("jct_cdf.svg")).unwrap();
+    assert_eq!(cdf.matches(r#"class="cdf""#).count(), 4);
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(said.contains("chart.svg, jct.csv, jct_cdf.svg"), "{said}");
 }

@@ -8,6 +8,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use colocate::sim::chart::render_svg;
+use colocate::sim::jct_chart::{completion_times, jct_csv, render_jct_cdf};
 use colocate::sim::replay::steps;
 use colocate::sim::report::{intents_csv, timeline_csv};
 use colocate::sim::{replay, Policy, ReplayOutput, Scenario, ScenarioError};
@@ -25,7 +26,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub json: bool,
     /// Write report.json, timeline.csv, intents.csv (colocate's decisions and why) and chart.svg
-    /// here (a folder per scenario when several).
+    /// here (a folder per scenario when several); with jobs that have work, also jct.csv and
+    /// jct_cdf.svg (completion time per job, and its CDF per policy).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Policies to compare, comma separated.
@@ -69,9 +71,9 @@ pub fn run(args: &ReplayArgs) -> Result<(), ReplayError> {
         };
         if let Some(dir) = &args.out {
             let dir = if several { dir.join(&scenario.spec.name) } else { dir.clone() };
-            write_artifacts(&dir, scenario, &output)?;
+            let written = write_artifacts(&dir, scenario, &output)?;
             if !args.json {
-                text += &format!("wrote {}/report.json, timeline.csv, intents.csv, chart.svg\n", dir.display());
+                text += &format!("wrote {}/{}\n", dir.display(), written.join(", "));
             }
         }
         if several && !args.json {
@@ -106,10 +108,13 @@ fn run_one(scenario: &Scenario, policies: &[Policy], show_progress: bool) -> any
     Ok(output)
 }
 
-fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> anyhow::Result<()> {
+/// Writes the files of `--out`; returns their names.
+fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> anyhow::Result<Vec<&'static str>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let write = |name: &str, body: &str| {
+    let written = std::cell::RefCell::new(Vec::new());
+    let write = |name: &'static str, body: &str| {
         let path = dir.join(name);
+        written.borrow_mut().push(name);
         std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))
     };
     write("report.json", &(serde_json::to_string_pretty(&output.report)? + "\n"))?;
@@ -125,5 +130,14 @@ fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> an
     );
     let slos_ms: Vec<f64> = scenario.spec.services.iter().map(|s| s.latency.slo_p99.as_secs_f64() * 1e3).collect();
     write("chart.svg", &render_svg(&title, &panels, output.report.target_utilization, &slos_ms))?;
-    Ok(())
+    // Jobs with work: their completion times, per job and as a CDF per policy.
+    let results = &output.report.results;
+    if scenario.spec.jobs.iter().any(|j| j.work.is_some()) {
+        write("jct.csv", &jct_csv(results))?;
+        let title = format!("{}: job completion time, per policy", scenario.spec.name);
+        if let Some(svg) = render_jct_cdf(&title, &completion_times(results)) {
+            write("jct_cdf.svg", &svg)?;
+        }
+    }
+    Ok(written.into_inner())
 }

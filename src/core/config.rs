@@ -56,6 +56,11 @@ pub struct Config {
     /// Deadline given to masters for releasing workers.
     #[serde(deserialize_with = "duration")]
     pub release_deadline: Duration,
+    /// A job that has waited this long for a floor that does not fit gets a reservation: the
+    /// room it needs is drained (no extras, no later job starts in it) until its floor fits, so
+    /// a big job is not starved by small ones that keep fitting first.
+    #[serde(deserialize_with = "duration")]
+    pub waiting_reservation_after: Duration,
 }
 
 impl Default for Config {
@@ -78,6 +83,7 @@ impl Default for Config {
             latency_guard_max_steps: 2,
             latency_guard_interval: Duration::from_secs(15),
             release_deadline: Duration::from_secs(30),
+            waiting_reservation_after: Duration::from_secs(1800),
         }
     }
 }

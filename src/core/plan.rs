@@ -33,6 +33,8 @@ pub struct JobPlan {
     /// Room was set aside at its priority for the floors of waiting jobs before its extras
     /// were kept: extras it releases went to them.
     pub made_room_for_waiting: bool,
+    /// A waiting job whose floor does not fit yet holds a reservation: room is drained for it.
+    pub reserved: bool,
 }
 
 impl JobPlan {
@@ -109,8 +111,18 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
         let mut queue: Vec<usize> = members.iter().copied().filter(|&j| waiting_since[j].is_some()).collect();
         queue.sort_by_key(|&j| waiting_since[j]);
         let keeping = members.iter().map(|&j| Keeping::new(&snap.jobs[j], &pods[j], online_waiting)).collect();
-        let level =
-            Level { members: &members, queue: &queue, jobs: &snap.jobs, held_below: &held_below, total: &total };
+        // The oldest waiting job, once it has waited long enough, may drain room for its floor.
+        let due = queue.first().copied().filter(|&j| {
+            waiting_since[j].is_some_and(|t| snap.now.saturating_sub(t) >= config.waiting_reservation_after)
+        });
+        let level = Level {
+            members: &members,
+            queue: &queue,
+            reservation_due: due,
+            jobs: &snap.jobs,
+            held_below: &held_below,
+            total: &total,
+        };
         keep_level(&level, keeping, rooms, &mut plans);
         for &j in &members {
             if plans[j].gave_way {
@@ -262,6 +274,9 @@ struct Level<'a> {
     members: &'a [usize],
     /// Of them, the jobs waiting for their floor, oldest first.
     queue: &'a [usize],
+    /// The oldest waiting job, if it has waited `waiting_reservation_after`: when its floor
+    /// does not fit, the room it needs is drained for it.
+    reservation_due: Option<usize>,
     jobs: &'a [Job],
     held_below: &'a [Resources],
     total: &'a Resources,
@@ -278,26 +293,30 @@ struct Level<'a> {
 /// `keeping` has one entry per member, in order.
 fn keep_level(level: &Level, mut keeping: Vec<Keeping>, rooms: &mut [NodeRoom], plans: &mut [JobPlan]) {
     let (members, jobs, held_below) = (level.members, level.jobs, level.held_below);
+    // The rooms before any worker of this level: whether a floor could fit at all.
+    let emptied = rooms.to_vec();
     for (k, &j) in members.iter().enumerate() {
         keeping[k].keep_floor(rooms, held_below, &mut plans[j]);
     }
     let mut set_aside: Vec<(usize, Resources)> = Vec::new();
     for &j in level.queue {
         let job = &jobs[j];
-        let mut took = Vec::new();
-        for _ in 0..job.min_workers.max(1) {
-            match place_worker(rooms, held_below, &job.worker, false) {
-                Some(node) => took.push((node, job.worker)),
-                None => break,
-            }
-        }
-        if took.len() < job.min_workers.max(1) as usize {
-            give_back(rooms, &took);
-        } else {
+        let floor = job.min_workers.max(1) as usize;
+        let took = take_floor(rooms, held_below, &job.worker, floor);
+        if took.len() == floor {
             set_aside.extend(took);
+        } else if level.reservation_due == Some(j)
+            && take_floor(&mut emptied.clone(), held_below, &job.worker, floor).len() == floor
+        {
+            // A reservation: what fits of its floor stays taken (nobody's extras, nobody's
+            // start), and more frees as running jobs finish or shrink to their floors. A floor
+            // that could not fit even on an empty level reserves nothing: it would drain for ever.
+            plans[j].reserved = true;
+        } else {
+            give_back(rooms, &took);
         }
     }
-    if !set_aside.is_empty() {
+    if !set_aside.is_empty() || members.iter().any(|&j| plans[j].reserved) {
         for &j in members {
             plans[j].made_room_for_waiting = true;
         }
@@ -316,6 +335,24 @@ fn keep_level(level: &Level, mut keeping: Vec<Keeping>, rooms: &mut [NodeRoom], 
         active[k] = keeping[k].keep_one(rooms, held_below, &mut plans[j]);
     }
     give_back(rooms, &set_aside);
+}
+
+/// Places up to `floor` workers like `worker`, taking their room; returns the places taken
+/// (fewer than `floor` when the rest fits nowhere).
+fn take_floor(
+    rooms: &mut [NodeRoom],
+    held_below: &[Resources],
+    worker: &Resources,
+    floor: usize,
+) -> Vec<(usize, Resources)> {
+    let mut took = Vec::with_capacity(floor);
+    while took.len() < floor {
+        match place_worker(rooms, held_below, worker, false) {
+            Some(node) => took.push((node, *worker)),
+            None => break,
+        }
+    }
+    took
 }
 
 fn give_back(rooms: &mut [NodeRoom], taken: &[(usize, Resources)]) {

@@ -70,3 +70,39 @@ fn weights_still_split_extras_three_to_one_with_no_one_waiting() {
     let d = decide_once(eager(), &s);
     assert_eq!((move_of(&d, "a").1, move_of(&d, "b").1), (4, 12));
 }
+
+#[test]
+fn a_big_job_that_has_waited_long_drains_room_for_its_floor() {
+    // 8 CPUs: `a` runs at its floor of 4, `b` at 4 with a floor of 2. `big` (floor 6) waits
+    // from 0 s and does not fit even if `b` shrinks; `small` (floor 1) waits from 10 s.
+    let config = Config { waiting_reservation_after: secs(60), ..eager() };
+    let at = |t: u64, big_floor: u32| {
+        let jobs = vec![
+            job("a", w(), 4, 4, 4),
+            job("b", w(), 2, 8, 4),
+            job("big", w(), big_floor, big_floor, 0),
+            job("small", w(), 1, 1, 0),
+        ];
+        let mut pods = workers("a", "n1", 0..4, w());
+        pods.extend(workers("b", "n1", 0..4, w()));
+        snap(t, vec![node("n1", 8000, 32)], pods, vec![], jobs)
+    };
+    // Before the reservation is due, `big` is passed over and `small` starts on one of `b`'s
+    // extras.
+    let mut core = Core::new(config.clone());
+    core.decide(&at(0, 6));
+    let d = core.decide(&at(10, 6));
+    assert_eq!((move_of(&d, "b"), move_of(&d, "small")), ((4, 3), (0, 1)));
+    // After 60 s of waiting `big` holds a reservation: `b`'s extras go to it (fair share) and
+    // `small` no longer starts in its room. `big` starts once `a` or `b` frees the rest.
+    let d = core.decide(&at(70, 6));
+    assert_eq!(move_of(&d, "b"), (4, 2));
+    assert_eq!(the_intent(&d, "b").reason, Reason::FairShare);
+    assert!(intent(&d, "small").is_none() && intent(&d, "big").is_none(), "{:#?}", d.intents);
+    // A floor that could not fit even on an empty node reserves nothing: it would drain for ever.
+    let mut core = Core::new(config);
+    core.decide(&at(0, 9));
+    core.decide(&at(10, 9));
+    let d = core.decide(&at(70, 9));
+    assert_eq!((move_of(&d, "b"), move_of(&d, "small")), ((4, 3), (0, 1)));
+}

@@ -459,6 +459,7 @@ impl RunConfig {
             ("latency_guard_max_steps", c.latency_guard_max_steps.to_string()),
             ("latency_guard_interval", d(c.latency_guard_interval)),
             ("release_deadline", d(c.release_deadline)),
+            ("waiting_reservation_after", d(c.waiting_reservation_after)),
         ] {
             out.push_str(&format!("  {k}: {v}\n"));
         }

@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 
 use super::report::TimelineRow;
 
-const PANEL_W: f64 = 900.0;
+pub(super) const PANEL_W: f64 = 900.0;
 const PANEL_H: f64 = 200.0;
-const LEFT: f64 = 60.0;
+pub(super) const LEFT: f64 = 60.0;
 const TOP: f64 = 40.0;
 const GAP: f64 = 60.0;
 /// The strip under each panel: p99 against SLO, and pending online pods.
@@ -114,7 +114,7 @@ fn panel(svg: &mut String, policy: &str, rows: &[TimelineRow], target: f64, y0: 
 }
 
 /// A column of colour swatches and labels right of a panel whose top is at `y0`.
-fn legend(svg: &mut String, y0: f64, items: &[(&str, String)]) {
+pub(super) fn legend(svg: &mut String, y0: f64, items: &[(&str, String)]) {
     let lx = LEFT + PANEL_W + 12.0;
     for (k, (color, label)) in items.iter().enumerate() {
         let ly = y0 + 14.0 + k as f64 * 18.0;
@@ -169,7 +169,7 @@ fn strip(svg: &mut String, rows: &[TimelineRow], slos_ms: &[f64], most_pending: 
     legend(svg, y0, &items);
 }
 
-fn fmt_time(t: f64) -> String {
+pub(super) fn fmt_time(t: f64) -> String {
     if t >= 3600.0 {
         format!("{:.1}h", t / 3600.0)
     } else {
@@ -177,7 +177,7 @@ fn fmt_time(t: f64) -> String {
     }
 }
 
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 

@@ -4,6 +4,7 @@
 pub mod chart;
 pub mod cluster;
 pub mod engine;
+pub mod jct_chart;
 pub mod job_trace;
 pub mod jobs;
 pub mod limits;

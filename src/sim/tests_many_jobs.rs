@@ -191,3 +191,40 @@ fn a_bad_job_trace_is_refused_naming_what_is_wrong() {
     let err = with_trace("timestamp,duration,num_gpus\n1,0,1\n", "").unwrap_err();
     assert!(err.contains("no job left"), "{err}");
 }
+
+/// One 8-CPU node and a stream of small rigid-floor jobs, one every 10 s for 10 minutes, each
+/// taking 3 CPUs for 20 s: two at a time hold 6 CPUs. `big` needs 6 at once and arrives at 5 s.
+fn small_stream(reservation_after: &str) -> String {
+    let mut yaml = format!(
+        r#"
+version: 1
+name: stream
+duration: 15m
+cluster: {{nodes: [{{pool: n, count: 1, allocatable: {{cpu: "8", memory: 32Gi}}}}]}}
+controller: {{waiting_reservation_after: {reservation_after}}}
+jobs:
+  - {{name: big, arrival: 5s, worker: {{cpu: "1"}}, min_workers: 6, max_workers: 6, throughput_per_worker: 10, work: 600}}
+"#
+    );
+    for i in 0..60 {
+        yaml.push_str(&format!(
+            "  - {{name: s{i}, arrival: {}s, worker: {{cpu: \"1\"}}, min_workers: 3, max_workers: 3, \
+             throughput_per_worker: 10, work: 600}}\n",
+            i * 10
+        ));
+    }
+    yaml
+}
+
+#[test]
+fn a_big_job_is_not_starved_by_a_stream_of_small_ones() {
+    let started = |after: &str| replay(&small_stream(after), Policy::Colocate).result.jobs[0].started_at_s;
+    // Without a reservation in time, there are never 6 CPUs free while the stream lasts.
+    let starved = started("1h").expect("big runs once the stream ends");
+    assert!(starved >= 590.0, "big started at {starved} s");
+    // Waiting 1 minute earns it a reservation: the room drains as small jobs finish, and it
+    // starts once its floor has fitted for the growth stabilization window (60 s).
+    let served = started("1m").expect("big starts");
+    eprintln!("big started at {starved} s without a reservation, {served} s with one");
+    assert!(served < 200.0, "big started at {served} s");
+}

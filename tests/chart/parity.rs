@@ -46,7 +46,7 @@ fn service(extra: &str) -> String {
     format!("services:\n  - name: a\n    namespace: web\n{extra}")
 }
 
-const DURATIONS: [&str; 14] = [
+const DURATIONS: [&str; 15] = [
     "controller.forecast_horizon",
     "controller.hpa_sync_period",
     "controller.trend_window",
@@ -54,6 +54,7 @@ const DURATIONS: [&str; 14] = [
     "controller.grow_payback",
     "controller.latency_guard_interval",
     "controller.release_deadline",
+    "controller.waiting_reservation_after",
     "run.tick",
     "run.debounce",
     "run.sample_stale_after",
