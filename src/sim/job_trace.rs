@@ -7,66 +7,11 @@
 //! requested^scaling_efficiency at `throughput_per_worker` 1, so that a rigid run at the
 //! requested size takes exactly the traced duration.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::load::parse_time;
-use super::scenario::{JobSpec, ResourceSpec};
-use super::units::duration;
-
-#[derive(Debug, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct JobTraceSpec {
-    /// Relative to the scenario file.
-    pub file: PathBuf,
-    /// Seconds (a number) or `YYYY-MM-DD HH:MM[:SS]`.
-    pub submit_column: String,
-    /// Seconds the job ran, as traced, on its requested workers.
-    pub duration_column: String,
-    /// Workers it requested; rows with 0, empty or unparsable are dropped.
-    pub workers_column: String,
-    /// Rows submitted before the earliest + skip are dropped.
-    #[serde(default, deserialize_with = "duration")]
-    pub skip: Duration,
-    /// At most this many rows after skip, by submit time.
-    #[serde(default)]
-    pub limit: Option<usize>,
-    /// Divides submit offsets and durations.
-    #[serde(default = "one")]
-    pub speedup: f64,
-    /// Requests of one worker of every trace job.
-    pub worker: ResourceSpec,
-    /// Floor = min(this, requested).
-    #[serde(default = "one_worker")]
-    pub min_workers: u32,
-    /// Ceiling = ceil(requested × factor).
-    #[serde(default = "one")]
-    pub max_workers_factor: f64,
-    /// Ceiling at most this; requested is clipped to it too.
-    #[serde(default)]
-    pub max_workers_cap: Option<u32>,
-    #[serde(default = "one")]
-    pub scaling_efficiency: f64,
-    #[serde(default, deserialize_with = "duration")]
-    pub rescale_cost: Duration,
-    #[serde(default)]
-    pub priority: i32,
-    /// Jobs are `<prefix>-<row index after filtering>`.
-    #[serde(default = "default_prefix")]
-    pub name_prefix: String,
-}
-
-fn one() -> f64 {
-    1.0
-}
-fn one_worker() -> u32 {
-    1
-}
-fn default_prefix() -> String {
-    "trace".into()
-}
+use super::spec::{JobSpec, JobTraceSpec};
 
 /// The jobs of a trace, and how many rows were dropped for their workers or duration.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! asked for 829 GB) or growing for minutes with no word.
 
 use super::report::TimelineRow;
-use super::scenario::ScenarioFile;
+use super::spec::ScenarioFile;
 
 /// Steps replay plays: one timeline row per step and policy is kept for the report and chart
 /// (a 24 h day at 1 s is 86,400; this is 11.6 days at 1 s, a year at 32 s).

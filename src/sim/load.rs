@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::scenario::{LoadSpec, TraceSpec};
+use super::spec::{LoadSpec, TraceSpec};
 
 /// Requests per second as a function of simulated seconds.
 #[derive(Debug, Clone)]

@@ -15,6 +15,7 @@ pub mod report;
 pub mod scenario;
 pub mod service;
 pub mod snapshot;
+pub mod spec;
 pub mod units;
 pub mod window;
 
