@@ -93,7 +93,8 @@ fn elasticdl_overlap_elastic_jobs_finish_sooner_than_gang() {
     let report = replay_json("elasticdl-overlap.yaml");
     let colocate = num(policy(&report, "colocate"), "makespan_s");
     let gang = num(policy(&report, "gang"), "makespan_s");
-    assert!(colocate <= 0.75 * gang, "colocate {colocate} s vs gang {gang} s");
+    // The issue "Many jobs" asks at most 0.65 (465 s vs 780 s today: 0.60).
+    assert!(colocate <= 0.65 * gang, "colocate {colocate} s vs gang {gang} s");
 }
 
 #[test]
