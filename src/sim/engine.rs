@@ -19,9 +19,9 @@ use super::load::LoadCurve;
 use super::policy::{draw, Policy};
 use super::report::{JobFigures, JobResult, PolicyResult, TimelineRow};
 use super::scenario::{PreemptionPolicy, Scenario};
+use super::service::HpaSync;
 use super::service::{p99_seconds, utilization, HpaState};
-use super::snapshot::build_snapshot;
-use super::window::{HpaSync, Window};
+use super::window_plan::Window;
 use crate::core::{Core, Sample, ScaleIntent};
 
 pub struct SimService {
@@ -285,7 +285,7 @@ impl<'a> World<'a> {
         }
         if let Some(w) = &self.window {
             if !w.filled && self.now + 1e-9 >= w.jobs_at {
-                super::window::fill(self);
+                self.fill_window();
             }
             return;
         }
@@ -363,7 +363,7 @@ impl<'a> World<'a> {
             }
         }
         self.poll_status();
-        let snap = build_snapshot(self);
+        let snap = self.snapshot();
         let core = self.core.as_mut().expect("colocate has a core");
         let decision = core.decide(&snap);
         for intent in decision.intents {

@@ -18,6 +18,7 @@ pub mod snapshot;
 pub mod spec;
 pub mod units;
 pub mod window;
+pub mod window_plan;
 
 /// Errors in a scenario file name the file, line and key.
 pub use crate::yaml::InputError as ScenarioError;

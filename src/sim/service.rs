@@ -9,6 +9,18 @@ use std::collections::VecDeque;
 
 use super::scenario::ServiceSpec;
 
+/// One sync of a service's HPA: what it decided and what it wrote to its status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HpaSync {
+    pub at_s: f64,
+    /// Replicas before the sync (`status.currentReplicas`).
+    pub current: u32,
+    /// Replicas it decided on (`status.desiredReplicas`).
+    pub desired: u32,
+    /// Utilization of the ready pods it saw (`currentMetrics`), if any pod was ready.
+    pub observed: Option<f64>,
+}
+
 #[derive(Debug, Clone)]
 pub struct HpaState {
     /// The replica count the HPA has set on the Deployment.

@@ -1,5 +1,6 @@
 //! The simulated cluster as the decision core sees it: the same Snapshot the live controller
-//! builds from its watches.
+//! builds from its watches. A method of [`World`] defined here, so that the engine calls it
+//! without depending on this file.
 
 use std::time::Duration;
 
@@ -8,7 +9,14 @@ use super::engine::World;
 use super::jobs::SimJob;
 use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Service, Snapshot};
 
-pub fn build_snapshot(world: &World) -> Snapshot {
+impl World<'_> {
+    /// What `colocate` sees now (see the module's doc).
+    pub(super) fn snapshot(&self) -> Snapshot {
+        build_snapshot(self)
+    }
+}
+
+fn build_snapshot(world: &World) -> Snapshot {
     let spec = &world.scenario.spec;
     let now = world.now;
     let nodes = world

@@ -19,7 +19,8 @@ use super::engine::World;
 use super::jobs::{Phase, SimJob};
 use super::policy::Policy;
 use super::scenario::Scenario;
-use super::service::HpaState;
+pub use super::service::HpaSync;
+use super::window_plan::Window;
 
 /// How a window is played; the live test's configuration, in replay's terms.
 #[derive(Clone, Debug)]
@@ -34,18 +35,6 @@ pub struct WindowSettings {
     /// The controller samples the service's p99 (a latency query). Without it the latency
     /// guard sees the p99 as unknown: it holds growth but never shrinks on latency.
     pub latency_signal: bool,
-}
-
-/// One sync of a service's HPA: what it decided and what it wrote to its status.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HpaSync {
-    pub at_s: f64,
-    /// Replicas before the sync (`status.currentReplicas`).
-    pub current: u32,
-    /// Replicas it decided on (`status.desiredReplicas`).
-    pub desired: u32,
-    /// Utilization of the ready pods it saw (`currentMetrics`), if any pod was ready.
-    pub observed: Option<f64>,
 }
 
 /// The HPA syncs of every service in the scenario's `online-only` replay.
@@ -130,53 +119,16 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
     }
 }
 
-/// The engine's view of a window being played.
-pub(crate) struct Window {
-    /// The window opens here.
-    pub from_s: f64,
-    /// The run stops here.
-    pub until: f64,
-    /// When the jobs are filled and the controller starts.
-    pub jobs_at: f64,
-    pub load_signal: bool,
-    pub latency_signal: bool,
-    /// Per service, the syncs still to play, the next last.
-    script: Vec<Vec<HpaSync>>,
-    pub filled: bool,
-    pub controller_started: bool,
-}
-
-impl Window {
-    pub fn scripted(&self) -> bool {
-        !self.script.is_empty()
-    }
-
-    /// Plays service `s`'s scripted sync due at `now`, if any: the HPA's status as the script
-    /// says, and the replicas to set.
-    pub fn scripted_sync(&mut self, s: usize, now: f64, hpa: &mut HpaState) -> Option<u32> {
-        self.play_until(s, |at| at <= now + 1e-9, hpa)
-    }
-
-    /// Plays service `s`'s scripted syncs for which `due(at_s)` holds, at once: the last one
-    /// sets the HPA's status and the replicas returned.
-    fn play_until(&mut self, s: usize, due: impl Fn(f64) -> bool, hpa: &mut HpaState) -> Option<u32> {
-        let syncs = self.script.get_mut(s)?;
-        let mut played = None;
-        while syncs.last().is_some_and(|sync| due(sync.at_s)) {
-            played = syncs.pop();
-        }
-        let sync = played?;
-        hpa.desired = sync.desired;
-        hpa.observed = sync.observed;
-        hpa.observed_replicas = sync.current;
-        Some(sync.desired)
-    }
-}
-
 /// Starts every job as large as fits, as the live test does: in arrival order, each job's
 /// workers are placed one by one where kube-scheduler's default scoring would put them (the
 /// node with the most room) until one fits nowhere; the job then runs with the workers placed.
-pub(crate) fn fill(world: &mut World) {
+impl World<'_> {
+    pub(super) fn fill_window(&mut self) {
+        fill(self)
+    }
+}
+
+fn fill(world: &mut World) {
     // The live test starts the service at the size of the last sync before the window and fills
     // around its running pods; it plays no sync before the window. Playing those here, after the
     // fill, would leave online pods pending at the window's start that live never has (4 on the
