@@ -90,6 +90,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             rescaling: false,
             rescale_cost: Duration::from_secs(10),
             release_latency: Duration::from_secs(30),
+            work: None,
         })
         .collect();
     Snapshot { now: Duration::from_secs(1_000), nodes: node_list, pods, services, jobs }

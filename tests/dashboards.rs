@@ -108,6 +108,7 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
             rescaling: false,
             rescale_cost: Duration::ZERO,
             release_latency: Duration::from_secs(2),
+            work: None,
         }],
     };
     let m = Metrics::new();

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use colocate::live::master::{MasterClient, MasterError, Phase, RetryPolicy, ScaleCommand, Workers};
+use colocate::live::master::{MasterClient, MasterError, Phase, Progress, RetryPolicy, ScaleCommand, Workers};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -252,6 +252,8 @@ async fn example_master_scales_a_deployment_through_its_scale_subresource() {
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let mut cmd = Master::command(&kubeconfig_for(&bed, "colocate-master", dir.path()));
     cmd.arg("--token-file").arg(&token_file);
+    // Its workers do nothing: it reports the progress of a modelled job of 1M samples.
+    cmd.args(["--model-samples", "1000000", "--model-samples-per-worker-s", "25"]);
     let master = Master::spawn(cmd);
     let mc = master.client().with_token(TOKEN).unwrap();
 
@@ -269,6 +271,8 @@ async fn example_master_scales_a_deployment_through_its_scale_subresource() {
     assert_eq!((s.worker_resources.cpu.as_str(), s.worker_resources.memory.as_str()), ("2", "4Gi"));
     assert_eq!(s.rescale_cost_s, Some(10.0));
     assert_eq!(s.generation, generation0, "seeded from the Deployment's metadata.generation");
+    assert_eq!(s.progress, Some(Progress { done: 0, total: 1_000_000 }), "no worker ready, nothing done");
+    assert_eq!(s.throughput.map(|t| t.samples_per_s), Some(0.0));
 
     // Shrink to 2, releasing two workers (both name forms), a pod that does not exist, a pod that
     // is not a worker of this Deployment, and a pod of another namespace.
@@ -356,12 +360,19 @@ fn example_master_exits_2_on_bad_configuration_and_1_when_the_cluster_is_unreach
     let empty_token = dir.path().join("empty-token");
     std::fs::write(&empty_token, "\n").unwrap();
 
-    let cases: [(&[&str], i32, &str); 6] = [
+    let cases: [(&[&str], i32, &str); 9] = [
         (&["--min-workers", "9"], 2, "--min-workers (9) is above --max-workers (8)"),
         (&["--worker-cpu", "two"], 2, "--worker-cpu"),
         (&["--rescale-cost", "soon"], 2, "--rescale-cost"),
         (&["--token-file", empty_token.to_str().unwrap()], 2, "is empty"),
         (&["--kubeconfig", "/nonexistent/kubeconfig"], 2, "/nonexistent/kubeconfig"),
+        (&["--model-samples", "1000"], 2, "--model-samples-per-worker-s"),
+        (&["--model-samples", "1000", "--model-samples-per-worker-s", "0"], 2, "must be a positive number, got 0"),
+        (
+            &["--model-samples", "1000", "--model-samples-per-worker-s", "5", "--model-exponent", "1.5"],
+            2,
+            "--model-exponent must be in (0, 1], got 1.5",
+        ),
         (&[], 1, "deployment ml-example/wd"),
     ];
     for (args, want, message) in cases {

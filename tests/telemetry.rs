@@ -76,6 +76,7 @@ fn snapshot() -> Snapshot {
             rescaling: false,
             rescale_cost: Duration::ZERO,
             release_latency: Duration::from_secs(2),
+            work: None,
         }],
     }
 }

@@ -25,8 +25,9 @@ use anyhow::{anyhow, Context};
 use colocate::core::resources::{parse_cpu, parse_memory};
 use colocate::live::config::LogFormat;
 use colocate::live::master::deployment::DeploymentBackend;
+use colocate::live::master::modelled::{ModelledTraining, TrainingModel};
 use colocate::live::master::tls_listener::{server_config, TlsListener};
-use colocate::live::master::{serve_with_shutdown, MasterConfig, MasterState, WorkerResources};
+use colocate::live::master::{serve_with_shutdown, MasterConfig, MasterState, WorkerBackend, WorkerResources};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
 
@@ -71,6 +72,24 @@ pub struct Args {
     #[arg(long, env = "COLOCATE_MASTER_RELEASE_IN_PLACE")]
     pub release_in_place: bool,
     /// Address to serve master protocol v1 on.
+    /// Report the throughput and progress of a modelled job of this many samples (for test beds
+    /// and demos whose workers do no real work; see `--model-samples-per-worker-s`). A real
+    /// master reports what its framework measures.
+    #[arg(long, env = "COLOCATE_MASTER_MODEL_SAMPLES", value_name = "N", requires = "model_samples_per_worker_s")]
+    pub model_samples: Option<u64>,
+    /// Samples/s of one worker of the modelled job.
+    #[arg(long, env = "COLOCATE_MASTER_MODEL_SAMPLES_PER_WORKER_S", value_name = "RATE", requires = "model_samples")]
+    pub model_samples_per_worker_s: Option<f64>,
+    /// Speedup of the modelled job: n workers process n^EXPONENT times one worker's samples.
+    #[arg(
+        long,
+        env = "COLOCATE_MASTER_MODEL_EXPONENT",
+        value_name = "EXPONENT",
+        default_value_t = 0.8,
+        requires = "model_samples"
+    )]
+    pub model_exponent: f64,
+
     #[arg(long, env = "COLOCATE_MASTER_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:8090")]
     pub listen: SocketAddr,
     /// File holding the bearer token every request must carry (a mounted Secret); without it,
@@ -146,6 +165,18 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
             args.max_workers
         )));
     }
+    let model = match (args.model_samples, args.model_samples_per_worker_s) {
+        (Some(total), Some(rate)) => {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(Config(anyhow!("--model-samples-per-worker-s must be a positive number, got {rate}")));
+            }
+            if !(args.model_exponent > 0.0 && args.model_exponent <= 1.0) {
+                return Err(Config(anyhow!("--model-exponent must be in (0, 1], got {}", args.model_exponent)));
+            }
+            Some(TrainingModel { total, samples_per_worker_s: rate, exponent: args.model_exponent })
+        }
+        _ => None,
+    };
     let token = match &args.token_file {
         Some(path) => {
             let text =
@@ -202,6 +233,22 @@ async fn serve(args: Args) -> Result<(), ExampleMasterError> {
     config.worker_release_s = worker_release.map(|d| d.as_secs_f64());
     config.token = token;
     config.initial_generation = generation;
+    match model {
+        Some(model) => listen(&args, &namespace, config, ModelledTraining::new(backend, model), tls).await,
+        None => listen(&args, &namespace, config, backend, tls).await,
+    }
+}
+
+/// Serves the protocol over `backend` until a shutdown signal.
+async fn listen<B: WorkerBackend>(
+    args: &Args,
+    namespace: &str,
+    config: MasterConfig,
+    backend: B,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+) -> Result<(), ExampleMasterError> {
+    use ExampleMasterError::{Config, Runtime};
+    let generation = config.initial_generation;
     let state = MasterState::new(config, backend).map_err(|e| Config(e.into()))?;
 
     let listener = TcpListener::bind(args.listen)

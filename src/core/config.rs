@@ -61,6 +61,10 @@ pub struct Config {
     /// a big job is not starved by small ones that keep fitting first.
     #[serde(deserialize_with = "duration")]
     pub waiting_reservation_after: Duration,
+    /// Among jobs of one priority whose masters report progress and throughput, split extra
+    /// workers to cut the mean job completion time (heSRPT: every job progresses, the shortest
+    /// fastest) rather than by weight alone; their weights still count against other jobs.
+    pub completion_time_split: bool,
 }
 
 impl Default for Config {
@@ -84,6 +88,7 @@ impl Default for Config {
             latency_guard_interval: Duration::from_secs(15),
             release_deadline: Duration::from_secs(30),
             waiting_reservation_after: Duration::from_secs(1800),
+            completion_time_split: true,
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::capacity::{node_rooms, online_needs, OnlineNeed};
+use super::completion::{self, Scaling};
 use super::config::Config;
 use super::damping::Memory;
 use super::forecast::Calibration;
@@ -36,11 +37,12 @@ pub struct Core {
     config: Config,
     memory: Memory,
     calibration: Calibration,
+    scaling: Scaling,
 }
 
 impl Core {
     pub fn new(config: Config) -> Self {
-        Core { config, memory: Memory::default(), calibration: Calibration::default() }
+        Core { config, memory: Memory::default(), calibration: Calibration::default(), scaling: Scaling::default() }
     }
 
     pub fn config(&self) -> &Config {
@@ -49,22 +51,26 @@ impl Core {
 
     pub fn decide(&mut self, snap: &Snapshot) -> Decision {
         self.calibration.observe(snap, &self.config);
+        self.scaling.observe(snap);
+        let split = completion::split(snap, &self.scaling, self.config.completion_time_split);
         let needs = online_needs(snap, &self.config, &self.calibration);
         let (mut rooms, notes) = node_rooms(snap, &needs, &self.config);
         apply_latency_guard(snap, &needs, &mut rooms, &mut self.memory, &self.config);
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
-        let plans = plan_jobs(snap, &mut rooms, &mut self.memory, &self.config);
+        let plans = plan_jobs(snap, &mut rooms, &split.weights, &mut self.memory, &self.config);
 
         let jobs: Vec<&str> = snap.jobs.iter().map(|j| j.name.as_str()).collect();
         let services: Vec<&str> = snap.services.iter().map(|s| s.name.as_str()).collect();
         self.memory.retain(&jobs, &services);
         self.calibration.retain(&services);
+        self.scaling.retain(&jobs);
 
         let intents = snap
             .jobs
             .iter()
             .zip(&plans)
-            .filter_map(|(job, plan)| intent_for(&job.name, job.target_workers, plan, &rooms))
+            .zip(&split.because)
+            .filter_map(|((job, plan), split)| intent_for(&job.name, job.target_workers, plan, split, &rooms))
             .collect();
         let nodes = rooms
             .iter()
@@ -81,7 +87,13 @@ impl Core {
     }
 }
 
-fn intent_for(job: &str, from: u32, plan: &JobPlan, rooms: &[super::capacity::NodeRoom]) -> Option<ScaleIntent> {
+fn intent_for(
+    job: &str,
+    from: u32,
+    plan: &JobPlan,
+    split: &Option<String>,
+    rooms: &[super::capacity::NodeRoom],
+) -> Option<ScaleIntent> {
     let target = plan.target();
     // Same count with pods to release: the floor is kept by moving workers to other nodes.
     if target == from && plan.released.is_empty() {
@@ -95,6 +107,9 @@ fn intent_for(job: &str, from: u32, plan: &JobPlan, rooms: &[super::capacity::No
     if target > from {
         let reason = if from == 0 { Reason::Start } else { Reason::Grow };
         let mut why = format!("{job}: {from} -> {target} workers: spare room for training");
+        if let Some(s) = split {
+            why.push_str(&format!(", split by completion time ({s})"));
+        }
         if let Some(h) = &plan.held_back {
             why.push_str(&format!(" (held back: {h})"));
         }

@@ -2,6 +2,7 @@
 //! `run` and `replay` both feed it snapshots and act on its intents.
 
 pub mod capacity;
+pub mod completion;
 pub mod config;
 pub mod damping;
 pub mod decide;
@@ -17,12 +18,14 @@ pub use config::Config;
 pub use decide::{Core, Decision};
 pub use intent::{NodeCapacity, Reason, ScaleIntent};
 pub use resources::Resources;
-pub use snapshot::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Service, Snapshot};
+pub use snapshot::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Service, Snapshot, WorkReport};
 
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_completion;
 #[cfg(test)]
 mod tests_forecast;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Packing workers into the per-node training room: keep what still fits (higher priority
 //! first), give way when a floor cannot be kept, then fill the rest by priority and weighted
-//! dominant resource share, one worker at a time, each on a node where it fits.
+//! dominant resource share, one worker at a time, each on a node where it fits. The weights are
+//! the jobs' own, or the completion-time split of completion.rs.
 
 use std::collections::HashMap;
 
@@ -60,7 +61,14 @@ struct JobPods<'a> {
     pending: Vec<&'a str>,
 }
 
-pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, config: &Config) -> Vec<JobPlan> {
+/// `weights` has one entry per job of the snapshot, each > 0.
+pub fn plan_jobs(
+    snap: &Snapshot,
+    rooms: &mut [NodeRoom],
+    weights: &[f64],
+    memory: &mut Memory,
+    config: &Config,
+) -> Vec<JobPlan> {
     let index: HashMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
     let total: Resources = rooms.iter().filter(|r| r.schedulable).map(|r| r.allocatable).sum();
     let job_index: HashMap<&str, usize> = snap.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
@@ -120,6 +128,7 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
             queue: &queue,
             reservation_due: due,
             jobs: &snap.jobs,
+            weights,
             held_below: &held_below,
             total: &total,
         };
@@ -139,7 +148,7 @@ pub fn plan_jobs(snap: &Snapshot, rooms: &mut [NodeRoom], memory: &mut Memory, c
             .map(|&j| {
                 // Ties (every waiting job has share 0) go to the oldest waiting job first.
                 let rank = queue.iter().position(|&q| q == j).unwrap_or(queue.len());
-                FillEntry::new(j, &snap.jobs[j], &plans[j], snap.jobs[j].max_workers, rank)
+                FillEntry::new(j, &snap.jobs[j], weights[j], &plans[j], snap.jobs[j].max_workers, rank)
             })
             .collect();
         water_fill(&mut trial_rooms, &held_below, &mut entries, &total);
@@ -278,6 +287,8 @@ struct Level<'a> {
     /// does not fit, the room it needs is drained for it.
     reservation_due: Option<usize>,
     jobs: &'a [Job],
+    /// Per job of the snapshot: its weight in the dominant-share order.
+    weights: &'a [f64],
     held_below: &'a [Resources],
     total: &'a Resources,
 }
@@ -323,8 +334,7 @@ fn keep_level(level: &Level, mut keeping: Vec<Keeping>, rooms: &mut [NodeRoom], 
     }
     let mut active: Vec<bool> = members.iter().map(|&j| !plans[j].gave_way).collect();
     let share = |j: usize, plan: &JobPlan| {
-        let weight = if jobs[j].weight > 0.0 { jobs[j].weight } else { 1.0 };
-        jobs[j].worker.times((plan.kept + plan.kept_starting) as i64).dominant_share(level.total) / weight
+        jobs[j].worker.times((plan.kept + plan.kept_starting) as i64).dominant_share(level.total) / level.weights[j]
     };
     loop {
         let next = (0..members.len()).filter(|&k| active[k]).min_by(|&a, &b| {
@@ -403,13 +413,13 @@ struct FillEntry {
 }
 
 impl FillEntry {
-    fn new(j: usize, job: &Job, plan: &JobPlan, cap: u32, rank: usize) -> Self {
+    fn new(j: usize, job: &Job, weight: f64, plan: &JobPlan, cap: u32, rank: usize) -> Self {
         let start = plan.kept + plan.kept_starting;
         FillEntry {
             job: j,
             rank,
             worker: job.worker,
-            weight: if job.weight > 0.0 { job.weight } else { 1.0 },
+            weight,
             min: job.min_workers.max(1),
             start,
             count: start,

@@ -117,4 +117,19 @@ pub struct Job {
     /// `worker_release_s`, else its pods' termination grace period. Room for online pods must
     /// be released at least this far ahead.
     pub release_latency: Duration,
+    /// What the master reports of its work (protocol v1 `progress` and `throughput`); `None`
+    /// when it reports no progress. Sets how extras are split (completion.rs).
+    pub work: Option<WorkReport>,
+}
+
+/// A master's account of its job's work.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkReport {
+    /// Samples (or steps) done and in all.
+    pub done: f64,
+    pub total: f64,
+    /// Samples/s it processes now, if it says.
+    pub throughput: Option<f64>,
+    /// Workers the throughput was measured on (`workers.current`).
+    pub workers: u32,
 }

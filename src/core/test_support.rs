@@ -88,6 +88,7 @@ pub(super) fn job(name: &str, worker: Resources, min: u32, max: u32, target: u32
         rescaling: false,
         rescale_cost: Duration::ZERO,
         release_latency: Duration::from_secs(2),
+        work: None,
     }
 }
 

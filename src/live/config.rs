@@ -460,6 +460,7 @@ impl RunConfig {
             ("latency_guard_interval", d(c.latency_guard_interval)),
             ("release_deadline", d(c.release_deadline)),
             ("waiting_reservation_after", d(c.waiting_reservation_after)),
+            ("completion_time_split", c.completion_time_split.to_string()),
         ] {
             out.push_str(&format!("  {k}: {v}\n"));
         }

@@ -13,7 +13,7 @@ use super::master::types::{Phase, Status};
 use super::selector::LabelSelector;
 use super::translate::{self, JobOverrides};
 use crate::core::resources::{parse_cpu, parse_memory};
-use crate::core::{Job, Latency, Pod, PodClass, Resources, Sample, Service, Snapshot};
+use crate::core::{Job, Latency, Pod, PodClass, Resources, Sample, Service, Snapshot, WorkReport};
 
 /// An online service with what is known about it right now.
 #[derive(Clone, Debug)]
@@ -218,6 +218,20 @@ fn job(key: &str, source: &JobSource, status: &Status, grace: Duration) -> Resul
             .worker_release_s
             .filter(|s| (0.0..=MAX_WORKER_RELEASE_S).contains(s))
             .map_or(grace, Duration::from_secs_f64),
+        work: work_report(status),
+    })
+}
+
+/// `progress` and `throughput` as the core reads them. A progress with no total (0), or done
+/// beyond it, says nothing about what is left; a throughput that is not a positive number is
+/// left out.
+fn work_report(status: &Status) -> Option<WorkReport> {
+    let p = status.progress.filter(|p| p.total > 0 && p.done <= p.total)?;
+    Some(WorkReport {
+        done: p.done as f64,
+        total: p.total as f64,
+        throughput: status.throughput.map(|t| t.samples_per_s).filter(|t| t.is_finite() && *t > 0.0),
+        workers: status.workers.current,
     })
 }
 
@@ -351,5 +365,26 @@ mod tests {
             problems[0].starts_with("job ml/bad: worker_resources.cpu: `two` is not a Kubernetes quantity"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn progress_and_throughput_reach_the_core_when_they_say_something() {
+        let with = |progress: serde_json::Value, throughput: serde_json::Value| {
+            let mut st = serde_json::to_value(status("wd", 4, 6)).unwrap();
+            st["progress"] = progress;
+            st["throughput"] = throughput;
+            let jobs = [source("ml", "wd", Some(from(st)))];
+            let inputs = Inputs { now: Duration::ZERO, nodes: &[], pods: &[], hpas: &[], services: &[], jobs: &jobs };
+            snapshot(&inputs).0.jobs[0].work
+        };
+        let work = with(json!({"done": 250, "total": 1000}), json!({"samples_per_s": 40.5}));
+        assert_eq!(work, Some(WorkReport { done: 250.0, total: 1000.0, throughput: Some(40.5), workers: 4 }));
+        // No rate yet (or a nonsense one): what is left is still known.
+        let work = with(json!({"done": 0, "total": 1000}), json!({"samples_per_s": -1.0}));
+        assert_eq!(work.map(|w| w.throughput), Some(None));
+        // A total of 0, or more done than the total, says nothing about what is left.
+        assert_eq!(with(json!({"done": 0, "total": 0}), json!({"samples_per_s": 1.0})), None);
+        assert_eq!(with(json!({"done": 5, "total": 4}), json!({"samples_per_s": 1.0})), None);
+        assert_eq!(with(serde_json::Value::Null, json!({"samples_per_s": 1.0})), None);
     }
 }

@@ -22,7 +22,7 @@ use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::HpaSync;
 use super::service::{p99_seconds, utilization, HpaState};
 use super::window_plan::Window;
-use crate::core::{Core, Sample, ScaleIntent};
+use crate::core::{Core, Sample, ScaleIntent, WorkReport};
 
 pub struct SimService {
     pub hpa: HpaState,
@@ -55,10 +55,19 @@ pub struct World<'a> {
     intents: Vec<(f64, ScaleIntent)>,
     next_sample: f64,
     next_status: f64,
-    /// Per job: the master's phase at its last status poll (true: Rescaling).
-    pub reported_rescaling: Vec<bool>,
+    /// Per job: what its master said at the last status poll.
+    pub reported: Vec<MasterReport>,
     /// Playing a window of the scenario as the live spike test does (`window.rs`).
     pub(crate) window: Option<Window>,
+}
+
+/// A master's status as the controller last read it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MasterReport {
+    /// Phase Rescaling: workers starting or leaving, or training paused for a change.
+    pub rescaling: bool,
+    /// `progress` and `throughput`, for jobs whose work is known.
+    pub work: Option<WorkReport>,
 }
 
 /// What one policy run produced.
@@ -115,7 +124,7 @@ impl<'a> World<'a> {
             });
         }
         let jobs: Vec<SimJob> = spec.jobs.iter().cloned().map(SimJob::new).collect();
-        let reported_rescaling = vec![false; jobs.len()];
+        let reported = vec![MasterReport::default(); jobs.len()];
         let core = (policy == Policy::Colocate).then(|| Core::new(spec.controller.clone()));
         World {
             scenario,
@@ -132,7 +141,7 @@ impl<'a> World<'a> {
             intents: Vec::new(),
             next_sample: 0.0,
             next_status: 0.0,
-            reported_rescaling,
+            reported,
             window: None,
         }
     }
@@ -236,7 +245,8 @@ impl<'a> World<'a> {
             }
         }
         for (j, job) in self.jobs.iter().enumerate() {
-            self.reported_rescaling[j] = self.now < job.paused_until || changing[j];
+            let rescaling = self.now < job.paused_until || changing[j];
+            self.reported[j] = MasterReport { rescaling, work: job.work_report(rescaling) };
         }
     }
 

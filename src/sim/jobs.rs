@@ -8,6 +8,7 @@
 
 use super::cluster::{Cluster, PodId, PodKind};
 use super::scenario::JobSpec;
+use crate::core::WorkReport;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -128,6 +129,20 @@ impl SimJob {
         self.members.len() as u32
     }
 
+    /// What its master reports of its work: samples done out of the total (jobs with known
+    /// work only), and the throughput of its active workers, which a master paused for a
+    /// membership change does not measure.
+    pub fn work_report(&self, rescaling: bool) -> Option<WorkReport> {
+        let total = self.spec.work?;
+        let n = self.active_workers();
+        let running = self.phase == Phase::Running && !rescaling && n >= self.spec.min_workers && n > 0;
+        Some(WorkReport { done: self.progress, total, throughput: running.then(|| self.rate(n)), workers: n })
+    }
+
+    fn rate(&self, n: u32) -> f64 {
+        self.spec.throughput_per_worker * f64::from(n).powf(self.spec.scaling_efficiency)
+    }
+
     /// Trains for `dt` seconds from `now`; returns samples processed. Completes the job when
     /// its work is done (the completion time is interpolated inside the step).
     pub fn train(&mut self, now: f64, dt: f64) -> f64 {
@@ -141,7 +156,7 @@ impl SimJob {
         }
         let start = self.paused_until.max(now);
         let usable = (now + dt - start).max(0.0);
-        let rate = self.spec.throughput_per_worker * (n as f64).powf(self.spec.scaling_efficiency);
+        let rate = self.rate(n);
         if now - self.checkpoint_at >= self.spec.checkpoint_interval.as_secs_f64() {
             self.checkpoint = self.progress;
             self.checkpoint_at = now;

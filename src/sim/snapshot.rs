@@ -83,7 +83,7 @@ fn build_snapshot(world: &World) -> Snapshot {
         .filter(|(j, _)| live[*j])
         .map(|(j, job)| {
             // The phase as of the master's last status poll.
-            let changing = world.reported_rescaling[j];
+            let report = world.reported[j];
             Job {
                 name: job.spec.name.clone(),
                 priority: job.spec.priority,
@@ -92,9 +92,10 @@ fn build_snapshot(world: &World) -> Snapshot {
                 min_workers: job.spec.min_workers,
                 max_workers: job.spec.max_workers,
                 target_workers: job.target,
-                rescaling: changing,
+                rescaling: report.rescaling,
                 rescale_cost: job.spec.rescale_cost,
                 release_latency: spec.release_time(j),
+                work: report.work,
             }
         })
         .collect();

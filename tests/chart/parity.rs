@@ -100,6 +100,7 @@ pub fn refusals() -> Vec<Refusal> {
         setting("run.log_format", "xml", "unknown variant `xml`, expected `text` or `json`"),
         setting("run.dry_run", "maybe", "invalid type: string \"maybe\", expected a boolean"),
         setting("run.adapters", "maybe", "invalid type: string \"maybe\", expected a boolean"),
+        setting("controller.completion_time_split", "maybe", "invalid type: string \"maybe\", expected a boolean"),
         setting("run.metrics_addr", "everywhere", "invalid socket address syntax"),
     ]);
     // Durations: a bare number and an unknown unit, for every key.

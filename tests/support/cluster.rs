@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use colocate::live::master::deployment::DeploymentBackend;
+use colocate::live::master::modelled::{ModelledTraining, TrainingModel};
 use colocate::live::master::tls_listener::TlsListener;
 use colocate::live::master::{
     serve_with_shutdown, BackendError, MasterConfig, MasterState, Observed, ScaleCommand, WorkerBackend,
@@ -213,6 +214,9 @@ pub struct WorkerPod<'a> {
     /// The master resizes released workers down in place before removing them
     /// ([`DeploymentBackend::with_release_in_place`]) and announces `worker_release_s: 3`.
     pub release_in_place: bool,
+    /// The master reports the throughput and progress of this modelled job
+    /// ([`ModelledTraining`]), as `example-master --model-samples` does.
+    pub model: Option<TrainingModel>,
 }
 
 /// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each unless
@@ -237,7 +241,14 @@ pub enum Announce {
 impl<'a> WorkerPod<'a> {
     /// 1 CPU, deleted at once: what most tests use.
     pub fn one_cpu(priority_class: Option<&'a str>) -> WorkerPod<'a> {
-        WorkerPod { cpu: "1", priority_class, termination_grace_s: 0, release_grace_s: None, release_in_place: false }
+        WorkerPod {
+            cpu: "1",
+            priority_class,
+            termination_grace_s: 0,
+            release_grace_s: None,
+            release_in_place: false,
+            model: None,
+        }
     }
 }
 
@@ -304,23 +315,10 @@ impl ElasticJob {
         let mut config = MasterConfig::new(name, min, max, WorkerResources::new(worker.cpu, "256Mi"));
         config.rescale_cost_s = Some(1.0);
         config.worker_release_s = worker_release.map(|d| d.as_secs_f64());
-        let state = MasterState::new(config, backend).expect("master config");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
         let (stop, stopped) = oneshot::channel::<()>();
-        let stopped = async {
-            let _ = stopped.await;
-        };
-        let url = match tls {
-            Some(tls) => {
-                let listener = TlsListener::new(listener, tls).unwrap();
-                tokio::spawn(serve_with_shutdown(listener, state, stopped));
-                format!("https://localhost:{port}")
-            }
-            None => {
-                tokio::spawn(serve_with_shutdown(listener, state, stopped));
-                format!("http://127.0.0.1:{port}")
-            }
+        let url = match worker.model {
+            Some(model) => spawn_master(config, ModelledTraining::new(backend, model), tls, stopped).await,
+            None => spawn_master(config, backend, tls, stopped).await,
         };
         let metadata = json!({"namespace": ns, "name": format!("{name}-master"),
             "labels": {"colocate.dev/master": "true", "colocate.dev/job": name},
@@ -339,6 +337,32 @@ impl ElasticJob {
 
     pub fn commands(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Serves a reference master over `backend` on loopback until `stop`; returns its URL.
+async fn spawn_master<B: WorkerBackend>(
+    config: MasterConfig,
+    backend: B,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    stop: oneshot::Receiver<()>,
+) -> String {
+    let state = MasterState::new(config, backend).expect("master config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stopped = async {
+        let _ = stop.await;
+    };
+    match tls {
+        Some(tls) => {
+            let listener = TlsListener::new(listener, tls).unwrap();
+            tokio::spawn(serve_with_shutdown(listener, state, stopped));
+            format!("https://localhost:{port}")
+        }
+        None => {
+            tokio::spawn(serve_with_shutdown(listener, state, stopped));
+            format!("http://127.0.0.1:{port}")
+        }
     }
 }
 

@@ -142,6 +142,7 @@ pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario)
             termination_grace_s: grace.as_secs() as u32,
             release_grace_s: release_grace.map(|r| r.as_secs().max(1) as u32),
             release_in_place: spec.release_in_place,
+            model: None,
         };
         let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
         let job = ElasticJob::start_with(

@@ -45,6 +45,11 @@ durations are parsed, and the range and consistency checks of Config::validate a
 {{- else }}
 {{- $_ := set $out $key $n }}
 {{- end }}
+{{- else if eq $key "completion_time_split" }}
+{{- if not (kindIs "bool" $v) }}
+{{- fail (printf "config.controller.%s: invalid type: string %q, expected a boolean" $key (toString $v)) }}
+{{- end }}
+{{- $_ := set $out $key $v }}
 {{- else }}
 {{- $_ := include "colocate.durationNs" (list (printf "config.controller.%s" $key) $v "0s") }}
 {{- $_ := set $out $key $v }}

@@ -6,7 +6,8 @@
 //!   jittered retries, idempotent command ids, errors labelled for metrics).
 //! - [`server`] and [`backend`]: the reference master, serving the protocol over any
 //!   [`WorkerBackend`]: in memory (`backend.rs`) or a Deployment's `/scale` subresource (`deployment.rs`;
-//!   [`in_place`]: releasing a worker's room by an in-place resize before it exits).
+//!   [`in_place`]: releasing a worker's room by an in-place resize before it exits;
+//!   [`modelled`]: the throughput and progress of a modelled job, for test beds).
 //! - [`retry`]: the retry policy and command ids, std-only.
 //! - [`tls_listener`]: the reference master's https listener.
 
@@ -14,6 +15,7 @@ pub mod backend;
 pub mod client;
 pub mod deployment;
 pub mod in_place;
+pub mod modelled;
 pub mod retry;
 pub mod server;
 pub mod tls_listener;

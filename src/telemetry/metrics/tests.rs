@@ -42,6 +42,7 @@ fn snapshot(node: &str) -> Snapshot {
             rescaling: false,
             rescale_cost: Duration::ZERO,
             release_latency: Duration::from_secs(2),
+            work: None,
         }],
     }
 }
