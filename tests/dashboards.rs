@@ -116,8 +116,8 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     m.observe_decision(&core.decide(&snap), &snap, Duration::from_micros(400));
     m.set_target_utilization(0.9);
     m.set_sample_stale_after(Duration::from_secs(60));
-    m.record_actuation::<()>(&Ok(()));
-    m.record_actuation::<()>(&Err(MasterError::BadResponse { message: "html".into() }));
+    m.record_actuation(None);
+    m.record_actuation(Some(MasterError::BadResponse { message: "html".into() }.kind()));
     m.set_sample_age("web/nginx", "latency", Duration::from_secs(3));
     m.record_stale_sample("web/nginx", "latency");
     m.record_sample_error("web/nginx", "load");

@@ -143,8 +143,8 @@ async fn metrics_carry_every_named_metric_after_one_decision() {
     s.metrics.observe_decision(&decision, &snap, Duration::from_micros(400));
     s.metrics.set_target_utilization(core.config().target_utilization);
     s.metrics.set_sample_stale_after(Duration::from_secs(60));
-    s.metrics.record_actuation::<()>(&Ok(()));
-    s.metrics.record_actuation::<()>(&Err(MasterError::BadResponse { message: "html".into() }));
+    s.metrics.record_actuation(None);
+    s.metrics.record_actuation(Some(MasterError::BadResponse { message: "html".into() }.kind()));
     s.metrics.set_sample_age("nginx", "latency", Duration::from_secs(3));
     s.metrics.record_stale_sample("nginx", "latency");
     s.metrics.record_watch_restart("pods");

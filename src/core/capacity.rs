@@ -3,13 +3,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
 
 use super::config::Config;
 use super::forecast::{hpa_growth, release_lead, Calibration};
 use super::intent::Reason;
 use super::resources::Resources;
-use super::snapshot::{PodClass, Sample, Service, Snapshot};
+use super::snapshot::{PodClass, Service, Snapshot};
 
 /// One node as the planner sees it.
 #[derive(Clone, Debug)]
@@ -151,41 +150,6 @@ pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration)
     needs
 }
 
-/// (value now + upward slope * horizon) / value now, from least-squares fits of the samples
-/// inside the window. The slope is the smaller of the whole window's and its last third's, so a
-/// jump that has levelled off stops being extrapolated once the newest samples are flat.
-/// Falling load never lowers a reservation: that is the HPA's business.
-pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
-    let within = |from: Duration| -> Vec<(f64, f64)> {
-        samples
-            .iter()
-            .filter(|s| s.at >= from && s.at <= now && s.value.is_finite())
-            .map(|s| (s.at.as_secs_f64(), s.value))
-            .collect()
-    };
-    let pts = within(now.saturating_sub(window));
-    let Some(whole) = slope(&pts) else { return 1.0 };
-    let recent = slope(&within(now.saturating_sub(window / 3))).unwrap_or(whole);
-    let rate = whole.min(recent);
-    let last = pts.last().map_or(0.0, |p| p.1);
-    if last <= 0.0 || rate <= 0.0 {
-        return 1.0;
-    }
-    (last + rate * horizon.as_secs_f64()) / last
-}
-
-/// Least-squares slope; `None` for fewer than two distinct times.
-fn slope(pts: &[(f64, f64)]) -> Option<f64> {
-    if pts.len() < 2 {
-        return None;
-    }
-    let n = pts.len() as f64;
-    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    (sxx > 0.0).then(|| pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx)
-}
-
 /// Builds the per-node rooms: what is held now, then the reservations for `needs` placed where
 /// the scheduler would put them (the freest node first; a node where releasing training makes
 /// room only when no node has free room), then the margin.
@@ -300,37 +264,5 @@ impl SpreadIndex {
         let [f, r] = Self::keys(i, room);
         self.by_free.insert(f);
         self.by_room.insert(r);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn s(at: u64, value: f64) -> Sample {
-        Sample { at: Duration::from_secs(at), value }
-    }
-
-    #[test]
-    fn trend_extrapolates_rising_load_only() {
-        let rising = [s(0, 100.0), s(10, 110.0), s(20, 120.0), s(30, 130.0)];
-        let f = load_trend_factor(&rising, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15));
-        assert!((f - 145.0 / 130.0).abs() < 1e-9, "{f}");
-        let falling = [s(0, 130.0), s(10, 120.0), s(20, 110.0)];
-        assert_eq!(
-            load_trend_factor(&falling, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)),
-            1.0
-        );
-        // A jump that has levelled off: the newest third of the window is flat.
-        let jump = [s(0, 100.0), s(5, 100.0), s(10, 400.0), s(20, 400.0), s(25, 400.0), s(30, 400.0)];
-        assert_eq!(
-            load_trend_factor(&jump, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15)),
-            1.0
-        );
-        let old = [s(0, 100.0), s(1, 200.0)];
-        assert_eq!(
-            load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)),
-            1.0
-        );
     }
 }

@@ -17,7 +17,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::capacity::load_trend_factor;
 use super::config::Config;
 use super::snapshot::{Hpa, Sample, Service, Snapshot};
 
@@ -160,4 +159,71 @@ pub fn hpa_growth(
 /// least `forecast_horizon`.
 pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
     snap.jobs.iter().map(|j| j.release_latency).fold(config.forecast_horizon, Duration::max)
+}
+
+/// (value now + upward slope * horizon) / value now, from least-squares fits of the samples
+/// inside the window. The slope is the smaller of the whole window's and its last third's, so a
+/// jump that has levelled off stops being extrapolated once the newest samples are flat.
+/// Falling load never lowers a reservation: that is the HPA's business.
+pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
+    let within = |from: Duration| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter(|s| s.at >= from && s.at <= now && s.value.is_finite())
+            .map(|s| (s.at.as_secs_f64(), s.value))
+            .collect()
+    };
+    let pts = within(now.saturating_sub(window));
+    let Some(whole) = slope(&pts) else { return 1.0 };
+    let recent = slope(&within(now.saturating_sub(window / 3))).unwrap_or(whole);
+    let rate = whole.min(recent);
+    let last = pts.last().map_or(0.0, |p| p.1);
+    if last <= 0.0 || rate <= 0.0 {
+        return 1.0;
+    }
+    (last + rate * horizon.as_secs_f64()) / last
+}
+
+/// Least-squares slope; `None` for fewer than two distinct times.
+fn slope(pts: &[(f64, f64)]) -> Option<f64> {
+    if pts.len() < 2 {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    (sxx > 0.0).then(|| pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(at: u64, value: f64) -> Sample {
+        Sample { at: Duration::from_secs(at), value }
+    }
+
+    #[test]
+    fn trend_extrapolates_rising_load_only() {
+        let rising = [s(0, 100.0), s(10, 110.0), s(20, 120.0), s(30, 130.0)];
+        let f = load_trend_factor(&rising, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15));
+        assert!((f - 145.0 / 130.0).abs() < 1e-9, "{f}");
+        let falling = [s(0, 130.0), s(10, 120.0), s(20, 110.0)];
+        assert_eq!(
+            load_trend_factor(&falling, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)),
+            1.0
+        );
+        // A jump that has levelled off: the newest third of the window is flat.
+        let jump = [s(0, 100.0), s(5, 100.0), s(10, 400.0), s(20, 400.0), s(25, 400.0), s(30, 400.0)];
+        assert_eq!(
+            load_trend_factor(&jump, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15)),
+            1.0
+        );
+        let old = [s(0, 100.0), s(1, 200.0)];
+        assert_eq!(
+            load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)),
+            1.0
+        );
+    }
 }

@@ -13,3 +13,18 @@ pub mod tls;
 pub mod translate;
 pub mod view;
 pub mod watch;
+
+/// An error followed by those of its causes its message does not already contain: client
+/// libraries often say only what failed, and the cause says why.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -8,7 +8,7 @@ use std::sync::Once;
 
 use serde::Deserialize;
 
-use crate::live::master::error_chain as chain;
+use crate::live::error_chain as chain;
 
 /// How to speak TLS to one kind of peer. Without a CA bundle the system's roots are trusted
 /// (the platform verifier); with one, only the bundle (as `curl --cacert`), which is what a

@@ -36,7 +36,15 @@ pub struct WatchStats {
     pub events: AtomicU64,
 }
 
-pub const KINDS: [&str; 4] = ["nodes", "pods", "horizontalpodautoscalers", "services"];
+/// The watched kinds, indexing `WatchStats::restarts`; their names are the metrics' labels.
+pub use crate::telemetry::metrics::WATCH_KINDS as KINDS;
+
+impl WatchStats {
+    /// Restarts so far, per watched kind.
+    pub fn restart_counts(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        KINDS.iter().zip(&self.restarts).map(|(k, n)| (*k, n.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+}
 
 type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
 

@@ -82,7 +82,7 @@ impl AdapterJobs {
                     continue;
                 }
                 Err(e) => {
-                    let message = crate::live::master::error_chain(&e);
+                    let message = crate::live::error_chain(&e);
                     return Err(AdapterError::Discovery { kind: format!("{name} ({})", kind.api_version()), message });
                 }
             };

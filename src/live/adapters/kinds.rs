@@ -5,8 +5,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::api::{DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
-use super::settings::{is_ours, ScaleVia};
-use super::volcano::task_index;
+use super::settings::{is_ours, ScaleVia, WORKER_TASK_ANNOTATION};
 use crate::live::master::Phase;
 
 /// Where a kind keeps the pod template of its workers.
@@ -193,6 +192,22 @@ fn slim_pod_specs(v: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(slim_pod_specs),
         _ => {}
     }
+}
+
+/// The index and JSON of the task named `task` in `spec.tasks` (`data`: the object besides its
+/// metadata).
+pub fn task_index<'a>(data: &'a Value, task: &str) -> Result<(usize, &'a Value), String> {
+    let Some(tasks) = data.pointer("/spec/tasks").and_then(Value::as_array) else {
+        return Err("no spec.tasks".to_string());
+    };
+    if let Some(found) = tasks.iter().position(|t| t["name"] == task) {
+        return Ok((found, &tasks[found]));
+    }
+    let names: Vec<&str> = tasks.iter().map(|t| t["name"].as_str().unwrap_or("?")).collect();
+    Err(format!(
+        "no task named `{task}` in spec.tasks (tasks: {}); name it in annotation {WORKER_TASK_ANNOTATION}",
+        names.join(", ")
+    ))
 }
 
 #[cfg(test)]

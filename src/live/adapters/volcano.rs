@@ -22,27 +22,10 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 
-use super::kinds::{display_name, volcano_phase};
-use super::settings::WORKER_TASK_ANNOTATION;
+use super::kinds::{display_name, task_index, volcano_phase};
 use super::workers::WorkerPods;
 use crate::live::master::deployment::kube_failure;
 use crate::live::master::{BackendError, BackendErrorKind, Observed, ScaleCommand, WorkerBackend};
-
-/// The index and JSON of the task named `task` in `spec.tasks` (`data`: the object besides its
-/// metadata).
-pub fn task_index<'a>(data: &'a Value, task: &str) -> Result<(usize, &'a Value), String> {
-    let Some(tasks) = data.pointer("/spec/tasks").and_then(Value::as_array) else {
-        return Err("no spec.tasks".to_string());
-    };
-    if let Some(found) = tasks.iter().position(|t| t["name"] == task) {
-        return Ok((found, &tasks[found]));
-    }
-    let names: Vec<&str> = tasks.iter().map(|t| t["name"].as_str().unwrap_or("?")).collect();
-    Err(format!(
-        "no task named `{task}` in spec.tasks (tasks: {}); name it in annotation {WORKER_TASK_ANNOTATION}",
-        names.join(", ")
-    ))
-}
 
 /// A JSON patch setting the worker task's replicas, and what it changes besides.
 #[derive(Clone, Debug, PartialEq)]

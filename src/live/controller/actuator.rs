@@ -235,7 +235,7 @@ impl Actuator {
             // Abandoned mid-way: the master may or may not have applied it, as after a timeout.
             Err(Dropped::OutlastedLease(timeout)) => Err(MasterError::Timeout { attempts: 0, timeout }),
         };
-        self.metrics.record_actuation(&result);
+        self.metrics.record_actuation(result.as_ref().err().map(MasterError::kind));
         let intent = &sent.intent;
         match result {
             Ok(answer) => {

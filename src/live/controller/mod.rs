@@ -237,7 +237,11 @@ pub async fn run(
             loop {
                 tokio::select! {
                     _ = &mut stopped => break,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => metrics.sync_watch_stats(&stats),
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                        for (kind, total) in stats.restart_counts() {
+                            metrics.sync_watch_restarts(kind, total);
+                        }
+                    }
                 }
             }
         }

@@ -337,3 +337,28 @@ fn error_message(body: &[u8]) -> String {
 fn chain(e: &reqwest::Error) -> String {
     super::error_chain(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::MasterError;
+    use crate::telemetry::metrics::ACTUATION_ERROR_KINDS;
+
+    #[test]
+    fn error_kind_list_matches_the_master_client() {
+        let s = String::new;
+        let errors = [
+            MasterError::Unreachable { attempts: 1, message: s() },
+            MasterError::Timeout { attempts: 1, timeout: Duration::ZERO },
+            MasterError::Transport { attempts: 1, message: s() },
+            MasterError::Unauthorized { status: 401, message: s() },
+            MasterError::OutOfBounds { min: 1, max: 2, message: s() },
+            MasterError::Rejected { status: 400, message: s() },
+            MasterError::ServerError { status: 500, attempts: 1, message: s() },
+            MasterError::BadResponse { message: s() },
+        ];
+        let kinds: Vec<&str> = errors.iter().map(MasterError::kind).collect();
+        assert_eq!(kinds, ACTUATION_ERROR_KINDS);
+    }
+}

@@ -30,17 +30,5 @@ pub use types::{
     WorkerResources, Workers,
 };
 
-/// An error followed by those of its causes its message does not already contain: client
-/// libraries often say only what failed, and the cause says why.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
-}
+// Used by this module's clients and backends; defined where the whole live side can use it.
+pub(crate) use super::error_chain;

@@ -40,7 +40,7 @@ use source::{Origin, Source};
 
 use crate::core::Sample;
 use crate::live::config::{http_url, is_metric_name, MetricSource, ServiceSource};
-use crate::live::master::error_chain;
+use crate::live::error_chain;
 use crate::live::tls::LoadedTls;
 use crate::telemetry::metrics::Metrics;
 

@@ -26,8 +26,6 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 use std::sync::atomic::AtomicU64;
 
 use crate::core::{Decision, PodClass, Reason, Resources, Snapshot};
-use crate::live::master::MasterError;
-use crate::live::watch::{WatchStats, KINDS};
 
 type Labels<const N: usize> = [(&'static str, String); N];
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -154,7 +152,7 @@ impl Metrics {
         for kind in ACTUATION_ERROR_KINDS {
             let _ = m.actuations.get_or_create(&[("outcome", "error".to_string()), ("error", kind.to_string())]);
         }
-        for kind in KINDS {
+        for kind in WATCH_KINDS {
             let _ = m.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
         }
         for write in WRITE_KINDS {
@@ -484,11 +482,12 @@ impl Metrics {
         seen.waiting_at = Some(snap.now);
     }
 
-    /// Counts one scale command sent to a master by its outcome.
-    pub fn record_actuation<T>(&self, result: &Result<T, MasterError>) {
-        let labels = match result {
-            Ok(_) => [("outcome", "ok".to_string()), ("error", "none".to_string())],
-            Err(e) => [("outcome", "error".to_string()), ("error", e.kind().to_string())],
+    /// Counts one scale command sent to a master by its outcome: `None` when it was accepted,
+    /// else the kind of error (one of [`ACTUATION_ERROR_KINDS`]).
+    pub fn record_actuation(&self, error: Option<&str>) {
+        let labels = match error {
+            None => [("outcome", "ok".to_string()), ("error", "none".to_string())],
+            Some(kind) => [("outcome", "error".to_string()), ("error", kind.to_string())],
         };
         self.actuations.get_or_create(&labels).inc();
     }
@@ -521,20 +520,18 @@ impl Metrics {
         self.samples_stale.remove(&labels);
     }
 
-    /// Counts one restart of the watch of `kind` (one of [`KINDS`]).
+    /// Counts one restart of the watch of `kind` (one of [`WATCH_KINDS`]).
     pub fn record_watch_restart(&self, kind: &str) {
         self.watch_restarts.get_or_create(&[("kind", kind.to_string())]).inc();
     }
 
-    /// Brings the restart counters up to the reflectors' own counts (call before encoding).
-    pub fn sync_watch_stats(&self, stats: &WatchStats) {
-        for (kind, count) in KINDS.iter().zip(&stats.restarts) {
-            let counter = self.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
-            let have = counter.get();
-            let now = count.load(std::sync::atomic::Ordering::Relaxed);
-            if now > have {
-                counter.inc_by(now - have);
-            }
+    /// Brings the restart counter of `kind` up to the reflector's own count, `total` (call
+    /// before encoding).
+    pub fn sync_watch_restarts(&self, kind: &str, total: u64) {
+        let counter = self.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
+        let have = counter.get();
+        if total > have {
+            counter.inc_by(total - have);
         }
     }
 

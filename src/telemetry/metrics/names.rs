@@ -27,7 +27,7 @@ pub const SAMPLE_AGE_SECONDS: &str = "colocate_sample_age_seconds";
 pub const SAMPLES_STALE_TOTAL: &str = "colocate_samples_stale_total";
 /// Time one decision took (snapshot in, intents out); a histogram.
 pub const DECISION_DURATION_SECONDS: &str = "colocate_decision_duration_seconds";
-/// Watch failures after which a reflector restarted, label `kind` ([`KINDS`]).
+/// Watch failures after which a reflector restarted, label `kind` ([`WATCH_KINDS`]).
 pub const WATCH_RESTARTS_TOTAL: &str = "colocate_watch_restarts_total";
 /// 1 while this replica holds the leader lease, else 0.
 pub const LEADER: &str = "colocate_leader";
@@ -46,6 +46,10 @@ pub const FORCED_PREEMPTIONS_TOTAL: &str = "colocate_forced_preemptions_total";
 pub const WRITES_DROPPED_TOTAL: &str = "colocate_writes_dropped_total";
 /// Values of [`WRITES_DROPPED_TOTAL`]'s `write` and `cause` labels; every pair starts at 0.
 pub const WRITE_KINDS: [&str; 4] = ["scale", "delete", "event", "annotation"];
+
+/// Label `kind` of the watch metrics: the resources the controller watches, in the order
+/// `live::watch` counts their restarts.
+pub const WATCH_KINDS: [&str; 4] = ["nodes", "pods", "horizontalpodautoscalers", "services"];
 pub const WRITE_DROP_CAUSES: [&str; 2] = ["not_leader", "lease_margin"];
 /// Decisions made (one per debounced watch event or tick, leader or not).
 pub const DECISIONS_TOTAL: &str = "colocate_decisions_total";
