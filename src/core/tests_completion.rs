@@ -139,3 +139,24 @@ fn priority_levels_are_split_apart() {
     assert_eq!(out.weights, vec![2.0, 1.0]);
     assert!(out.because.iter().all(Option::is_none));
 }
+
+#[test]
+fn room_for_online_pods_comes_from_the_job_furthest_from_done() {
+    // Two jobs of 4 workers fill n1; two online pods wait for 2 CPUs. One job gives back two
+    // workers, not both one: the one with the most work left, where the loss costs the mean
+    // completion time least (its heSRPT weight is the smallest, so its extras are kept last).
+    for (near, far) in [("a", "b"), ("b", "a")] {
+        let jobs = vec![
+            Job { min_workers: 2, ..reporting(near, 4, 8, 1e5, 10.0, DEFAULT_EXPONENT) },
+            Job { min_workers: 2, ..reporting(far, 4, 8, 1e8, 10.0, DEFAULT_EXPONENT) },
+        ];
+        let mut pods = workers("a", "n1", 0..4, w());
+        pods.extend(workers("b", "n1", 0..4, w()));
+        pods.extend([pending_online("web-0", "web", w()), pending_online("web-1", "web", w())]);
+        let s = snap(0, vec![node("n1", 8000, 32)], pods, vec![service("web", w())], jobs);
+        let d = decide_once(eager(), &s);
+        assert_eq!(d.intents.len(), 1, "{:#?}", d.intents);
+        assert_eq!(move_of(&d, far), (4, 2));
+        assert_eq!(the_intent(&d, far).reason, Reason::OnlineHeadroom);
+    }
+}
