@@ -3,12 +3,11 @@
 //! so a slow master never delays decisions and a newer decision replaces an older one that
 //! was not sent yet.
 //!
-//! Per job it remembers the target the master last accepted (not to send it again before the
-//! next status poll shows it), a backoff after transient failures, a refused target (409) and
-//! the shrink deadlines: `release_deadline` after each shrink was asked for. Past one, bound
-//! workers beyond that shrink's target and what the latest decision wants (never below the
-//! floor) are deleted and counted as forced preemptions, whether the master accepted and did
-//! not act, failed, or hung.
+//! What it remembers per job, and the rules on when a command goes out, are the [`Ledger`]'s
+//! (ledger.rs, synchronous and unit-tested); this file does the I/O around it. Past a shrink's
+//! deadline, bound workers beyond that shrink's target and what the latest decision wants
+//! (never below the floor) are deleted and counted as forced preemptions, whether the master
+//! accepted and did not act, failed, or hung.
 //!
 //! Every command and deletion goes through the lease gate ([`WriteGate`]) as it is sent: one
 //! dropped because this replica no longer leads is not a failure (no backoff); the deadline it
@@ -26,8 +25,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::forced::{self, ShrinkSteps, Victim};
+use super::forced::{self, Victim};
 use super::gate::{Dropped, Write, WriteGate};
+use super::ledger::{bare, Command, Ledger, Outcome};
 use super::poller::Poller;
 use super::record::{DecisionRecorder, Record};
 use crate::core::ScaleIntent;
@@ -66,38 +66,8 @@ pub struct ActuatorConfig {
     pub max_backoff: Duration,
 }
 
-#[derive(Default)]
-struct JobState {
-    /// Target and generation of the last accepted command: not sent again until a newer
-    /// generation shows the job moved away from it (someone else scaled it).
-    accepted: Option<(u32, u64)>,
-    /// When the last command was accepted (after the cached status took it in).
-    accepted_at: Option<Instant>,
-    in_flight: bool,
-    failures: u32,
-    retry_at: Option<Instant>,
-    refused: Option<u32>,
-    /// What the latest decision wants (its intent, else the master's target): a deadline never
-    /// removes workers the job may keep now.
-    wanted: u32,
-    deadline: Option<Deadline>,
-}
-
-#[derive(Clone)]
-struct Deadline {
-    steps: ShrinkSteps,
-    min: u32,
-    release_pods: Vec<String>,
-    object: JobObject,
-    namespace: String,
-    job: String,
-}
-
 struct Sent {
-    key: String,
-    target: u32,
-    intent: ScaleIntent,
-    bounded: Bounded,
+    command: Command,
     /// The master's answer; `Err` when the gate did not let the command out.
     result: Result<Result<ScaleAccepted, MasterError>, Dropped>,
 }
@@ -118,13 +88,12 @@ impl Actuator {
     /// rest. Pending deadlines are dropped: the next leader decides afresh.
     pub async fn run(self, mut latest: watch::Receiver<Actuation>, shutdown: impl std::future::Future<Output = ()>) {
         let grace = self.config.command_timeout;
-        let mut states: BTreeMap<String, JobState> = BTreeMap::new();
+        let mut ledger = Ledger::default();
         let mut commands: JoinSet<()> = JoinSet::new();
         let (done_tx, mut done) = mpsc::unbounded_channel::<Sent>();
         tokio::pin!(shutdown);
         loop {
-            let next_due = states.values().filter_map(|s| s.deadline.as_ref()?.steps.next_due()).min();
-            let wake = next_due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let wake = ledger.next_due().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 _ = &mut shutdown => break,
                 changed = latest.changed() => {
@@ -132,18 +101,18 @@ impl Actuator {
                         break;
                     }
                 }
-                Some(sent) = done.recv() => self.finish(sent, &mut states).await,
-                _ = tokio::time::sleep_until(wake) => self.enforce_deadlines(&mut states).await,
+                Some(sent) = done.recv() => self.finish(sent, &mut ledger),
+                _ = tokio::time::sleep_until(wake) => self.enforce_deadlines(&mut ledger).await,
                 Some(_) = commands.join_next(), if !commands.is_empty() => {}
             }
             let actuation = latest.borrow_and_update().clone();
-            self.dispatch(&actuation, &mut states, &mut commands, &done_tx);
+            self.dispatch(&actuation, &mut ledger, &mut commands, &done_tx);
         }
         drop(done_tx);
         let waited = tokio::time::timeout(grace, async {
-            while states.values().any(|s| s.in_flight) {
+            while ledger.any_in_flight() {
                 match done.recv().await {
-                    Some(sent) => self.finish(sent, &mut states).await,
+                    Some(sent) => self.finish(sent, &mut ledger),
                     None => break,
                 }
             }
@@ -158,125 +127,77 @@ impl Actuator {
     fn dispatch(
         &self,
         actuation: &Actuation,
-        states: &mut BTreeMap<String, JobState>,
+        ledger: &mut Ledger,
         commands: &mut JoinSet<()>,
         done: &mpsc::UnboundedSender<Sent>,
     ) {
-        states.retain(|k, s| actuation.jobs.contains_key(k) || s.in_flight);
-        let now = Instant::now();
-        for (key, bounded) in &actuation.jobs {
-            let intent = actuation.intents.iter().find(|i| i.job == *key);
-            let wanted = intent.map_or(bounded.target, |i| i.target.clamp(bounded.min, bounded.max.max(bounded.min)));
-            states.entry(key.clone()).or_default().wanted = wanted;
-        }
-        for intent in &actuation.intents {
-            let Some(bounded) = actuation.jobs.get(&intent.job) else { continue };
-            let state = states.entry(intent.job.clone()).or_default();
-            // The floor is never broken by a command: a job asked to give way (target 0) keeps
-            // its floor; protocol v1 refuses targets below `min` anyway.
-            let target = intent.target.clamp(bounded.min, bounded.max.max(bounded.min));
-            let already = state.accepted.is_some_and(|(t, g)| t == target && bounded.generation <= g);
-            // A decision made before the last acceptance started from the old target (say 28
-            // while the master already moved to 20): a rise to 22 would pass for a shrink and
-            // skip the growth damping. The acceptance wakes the decision loop for a fresh one.
-            let stale = state.accepted_at.is_some_and(|at| actuation.decided_at.is_none_or(|d| d < at));
-            if state.in_flight
-                || stale
-                || already
-                || state.refused == Some(target)
-                || state.retry_at.is_some_and(|t| t > now)
-                || target == intent.from
-            {
-                continue;
-            }
-            state.in_flight = true;
-            let shrink = target < intent.from;
-            if shrink {
-                // The deadline runs from the time the room was asked for, whether the master
-                // accepts, fails or hangs: online pods wait on it either way.
-                let deadline = state.deadline.get_or_insert_with(|| Deadline {
-                    steps: ShrinkSteps::default(),
-                    min: bounded.min,
-                    release_pods: Vec::new(),
-                    object: bounded.job.object.clone(),
-                    namespace: bounded.job.namespace.clone(),
-                    job: bounded.job.name.clone(),
-                });
-                deadline.steps.push(now + self.config.release_deadline, target);
-                deadline.release_pods = intent.release_pods.iter().map(|p| bare(p)).collect();
-            }
+        for command in ledger.plan(actuation, Instant::now(), self.config.release_deadline) {
+            let shrink = command.shrink();
             let release: Vec<String> =
-                if shrink { intent.release_pods.iter().map(|p| bare(p)).collect() } else { vec![] };
+                if shrink { command.intent.release_pods.iter().map(|p| bare(p)).collect() } else { vec![] };
             let deadline_s = if shrink { self.config.release_deadline.as_secs() } else { 0 };
-            let command = ScaleCommand::new(target, intent.reason.as_str(), deadline_s).with_release_pods(release);
-            let (intent, bounded, done, timeout, gate) =
-                (intent.clone(), bounded.clone(), done.clone(), self.config.command_timeout, self.gate.clone());
+            let message = ScaleCommand::new(command.target, command.intent.reason.as_str(), deadline_s)
+                .with_release_pods(release);
+            let (done, timeout, gate) = (done.clone(), self.config.command_timeout, self.gate.clone());
             commands.spawn(async move {
                 let send = async {
-                    match tokio::time::timeout(timeout, bounded.job.endpoint.scale(&command)).await {
+                    match tokio::time::timeout(timeout, command.bounded.job.endpoint.scale(&message)).await {
                         Ok(r) => r,
                         Err(_) => Err(MasterError::Timeout { attempts: 0, timeout }),
                     }
                 };
-                let result = gate.write(Write::Scale, &intent.job, send).await;
-                let key = intent.job.clone();
-                let _ = done.send(Sent { key, target, intent, bounded, result });
+                let result = gate.write(Write::Scale, &command.key, send).await;
+                let _ = done.send(Sent { command, result });
             });
         }
     }
 
-    async fn finish(&self, sent: Sent, states: &mut BTreeMap<String, JobState>) {
-        let state = states.entry(sent.key.clone()).or_default();
-        state.in_flight = false;
-        let result = match sent.result {
+    fn finish(&self, sent: Sent, ledger: &mut Ledger) {
+        let Sent { command, result } = sent;
+        let now = Instant::now();
+        let result = match result {
             Ok(answer) => answer,
             // Not sent: nothing failed, and the next leader decides afresh.
-            Err(Dropped::NotLeader) => return,
+            Err(Dropped::NotLeader) => return ledger.finish(&command, Outcome::NotSent, now, self.config.max_backoff),
             // Abandoned mid-way: the master may or may not have applied it, as after a timeout.
             Err(Dropped::OutlastedLease(timeout)) => Err(MasterError::Timeout { attempts: 0, timeout }),
         };
         self.metrics.record_actuation(result.as_ref().err().map(MasterError::kind));
-        let intent = &sent.intent;
+        let intent = &command.intent;
+        let outcome = match &result {
+            Ok(answer) => Outcome::Accepted { target: answer.accepted_target, generation: answer.generation },
+            Err(MasterError::OutOfBounds { .. }) => Outcome::Refused,
+            Err(_) => Outcome::Failed,
+        };
+        // The cached status takes the acceptance in first: a decision made from now on starts
+        // from the new target.
+        if let Ok(answer) = &result {
+            self.poller.accepted(&command.key, answer);
+        }
+        ledger.finish(&command, outcome, Instant::now(), self.config.max_backoff);
         match result {
             Ok(answer) => {
-                state.accepted = Some((answer.accepted_target, answer.generation));
-                state.failures = 0;
-                state.retry_at = None;
-                state.refused = None;
-                self.poller.accepted(&sent.key, &answer);
-                state.accepted_at = Some(Instant::now());
-                let shrink = sent.target < intent.from;
-                tracing::info!(job = %sent.key, from = intent.from, target = sent.target, reason = %intent.reason,
+                tracing::info!(job = %command.key, from = intent.from, target = command.target, reason = %intent.reason,
                     generation = answer.generation, why = %intent.why, "scale command accepted");
-                if !shrink {
-                    state.deadline = None;
-                }
                 let record = Record {
-                    reason: if shrink { "Shrink" } else { "Grow" },
+                    reason: if command.shrink() { "Shrink" } else { "Grow" },
                     action: "Scale",
-                    note: format!("{} -> {} workers ({}): {}", intent.from, sent.target, intent.reason, intent.why),
+                    note: format!("{} -> {} workers ({}): {}", intent.from, command.target, intent.reason, intent.why),
                     annotation: Some(format!(
                         "{} {} -> {} workers ({}): {}",
                         humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
                         intent.from,
-                        sent.target,
+                        command.target,
                         intent.reason,
                         intent.why
                     )),
                     warning: false,
                 };
-                self.spawn_record(sent.bounded.job.object.clone(), record);
+                self.spawn_record(command.bounded.job.object.clone(), record);
             }
             Err(e) => {
-                tracing::warn!(job = %sent.key, target = sent.target, reason = %intent.reason, error = %e,
+                tracing::warn!(job = %command.key, target = command.target, reason = %intent.reason, error = %e,
                     kind = e.kind(), "scale command failed");
-                if let MasterError::OutOfBounds { .. } = e {
-                    state.refused = Some(sent.target);
-                } else {
-                    state.failures += 1;
-                    let backoff = Duration::from_millis(500u64.saturating_mul(1 << state.failures.min(10)));
-                    state.retry_at = Some(Instant::now() + backoff.min(self.config.max_backoff));
-                }
             }
         }
     }
@@ -289,17 +210,8 @@ impl Actuator {
     /// Deletes workers of jobs past a shrink's deadline that still have more than that
     /// shrink's target (and than the latest decision wants; never below the floor), counting
     /// each as a forced preemption.
-    async fn enforce_deadlines(&self, states: &mut BTreeMap<String, JobState>) {
-        let now = Instant::now();
-        let mut due: Vec<(Deadline, u32)> = Vec::new();
-        for state in states.values_mut() {
-            let Some(d) = state.deadline.as_mut() else { continue };
-            let Some(target) = d.steps.take_due(now) else { continue };
-            due.push((d.clone(), target.max(state.wanted)));
-            if d.steps.is_empty() {
-                state.deadline = None;
-            }
-        }
+    async fn enforce_deadlines(&self, ledger: &mut Ledger) {
+        let due = ledger.take_due(Instant::now());
         if due.is_empty() {
             return;
         }
@@ -351,9 +263,4 @@ impl Actuator {
         }
         deleted
     }
-}
-
-/// A pod name without the `namespace/` the snapshot qualifies it with.
-fn bare(qualified: &str) -> String {
-    qualified.rsplit_once('/').map_or(qualified, |(_, n)| n).to_string()
 }

@@ -15,6 +15,7 @@ pub mod events;
 pub mod forced;
 pub mod gate;
 pub mod jobs;
+mod ledger;
 pub mod masters;
 pub mod poller;
 pub mod record;

@@ -1,0 +1,350 @@
+//! The per-job ledger of scale commands and the rules that use it, synchronous and with time
+//! passed in, so they are tested as the core is (the actuator owns the one ledger and does the
+//! I/O around it).
+//!
+//! Per job it keeps the target the master last accepted (not sent again before a newer status
+//! generation shows the job moved away from it), when that was (a decision made before it
+//! started from the old target), the command in flight (one per job), a backoff after transient
+//! failures, a target the master refused (409), what the latest decision wants, and the shrink
+//! deadlines: `release_deadline` after each shrink was asked for, whether the master accepts,
+//! fails or hangs (online pods wait on it either way).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::actuator::{Actuation, Bounded};
+use super::forced::ShrinkSteps;
+use crate::core::ScaleIntent;
+use crate::live::endpoint::JobObject;
+
+/// A command the ledger lets out: send it, then report its [`Outcome`].
+#[derive(Clone)]
+pub struct Command {
+    pub key: String,
+    /// The intent's target within the job's bounds (the floor is never broken by a command).
+    pub target: u32,
+    pub intent: ScaleIntent,
+    pub bounded: Bounded,
+}
+
+impl Command {
+    pub fn shrink(&self) -> bool {
+        self.target < self.intent.from
+    }
+}
+
+/// What became of a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Accepted {
+        target: u32,
+        generation: u64,
+    },
+    /// 409: the target is outside the master's bounds; not asked again.
+    Refused,
+    /// Failed or timed out: retried after a backoff.
+    Failed,
+    /// The lease gate kept it in: nothing failed, the next leader decides afresh.
+    NotSent,
+}
+
+/// A job's shrinks within their deadlines, and what a forced deletion needs to find its pods.
+#[derive(Clone)]
+pub struct Deadline {
+    pub steps: ShrinkSteps,
+    pub min: u32,
+    /// Workers the last shrink named, preferred as victims.
+    pub release_pods: Vec<String>,
+    pub object: JobObject,
+    pub namespace: String,
+    pub job: String,
+}
+
+#[derive(Default)]
+struct JobState {
+    accepted: Option<(u32, u64)>,
+    accepted_at: Option<Instant>,
+    in_flight: bool,
+    failures: u32,
+    retry_at: Option<Instant>,
+    refused: Option<u32>,
+    /// What the latest decision wants (its intent, else the master's target): a deadline never
+    /// removes workers the job may keep now.
+    wanted: u32,
+    deadline: Option<Deadline>,
+}
+
+#[derive(Default)]
+pub struct Ledger {
+    jobs: BTreeMap<String, JobState>,
+}
+
+impl Ledger {
+    /// Takes the latest decision in: forgets jobs no longer discovered (unless a command is in
+    /// flight) and returns the commands to send now, marking them in flight and starting a
+    /// shrink's deadline.
+    pub fn plan(&mut self, actuation: &Actuation, now: Instant, release_deadline: Duration) -> Vec<Command> {
+        self.jobs.retain(|k, s| actuation.jobs.contains_key(k) || s.in_flight);
+        for (key, bounded) in &actuation.jobs {
+            let intent = actuation.intents.iter().find(|i| i.job == *key);
+            let wanted = intent.map_or(bounded.target, |i| clamp(i.target, bounded));
+            self.jobs.entry(key.clone()).or_default().wanted = wanted;
+        }
+        let mut out = Vec::new();
+        for intent in &actuation.intents {
+            let Some(bounded) = actuation.jobs.get(&intent.job) else { continue };
+            let state = self.jobs.entry(intent.job.clone()).or_default();
+            // A job asked to give way (target 0) keeps its floor; protocol v1 refuses targets
+            // below `min` anyway.
+            let target = clamp(intent.target, bounded);
+            let already = state.accepted.is_some_and(|(t, g)| t == target && bounded.generation <= g);
+            // A decision made before the last acceptance started from the old target (say 28
+            // while the master already moved to 20): a rise to 22 would pass for a shrink and
+            // skip the growth damping. The acceptance wakes the decision loop for a fresh one.
+            let stale = state.accepted_at.is_some_and(|at| actuation.decided_at.is_none_or(|d| d < at));
+            if state.in_flight
+                || stale
+                || already
+                || state.refused == Some(target)
+                || state.retry_at.is_some_and(|t| t > now)
+                || target == intent.from
+            {
+                continue;
+            }
+            state.in_flight = true;
+            let command = Command { key: intent.job.clone(), target, intent: intent.clone(), bounded: bounded.clone() };
+            if command.shrink() {
+                let deadline = state.deadline.get_or_insert_with(|| Deadline {
+                    steps: ShrinkSteps::default(),
+                    min: bounded.min,
+                    release_pods: Vec::new(),
+                    object: bounded.job.object.clone(),
+                    namespace: bounded.job.namespace.clone(),
+                    job: bounded.job.name.clone(),
+                });
+                deadline.steps.push(now + release_deadline, target);
+                deadline.release_pods = intent.release_pods.iter().map(|p| bare(p)).collect();
+            }
+            out.push(command);
+        }
+        out
+    }
+
+    /// Records what became of a command sent for `key`.
+    pub fn finish(&mut self, command: &Command, outcome: Outcome, now: Instant, max_backoff: Duration) {
+        let state = self.jobs.entry(command.key.clone()).or_default();
+        state.in_flight = false;
+        match outcome {
+            Outcome::NotSent => {}
+            Outcome::Accepted { target, generation } => {
+                state.accepted = Some((target, generation));
+                state.accepted_at = Some(now);
+                state.failures = 0;
+                state.retry_at = None;
+                state.refused = None;
+                // A grow accepted: no shrink of before is still owed.
+                if !command.shrink() {
+                    state.deadline = None;
+                }
+            }
+            Outcome::Refused => state.refused = Some(command.target),
+            Outcome::Failed => {
+                state.failures += 1;
+                let backoff = Duration::from_millis(500u64.saturating_mul(1 << state.failures.min(10)));
+                state.retry_at = Some(now + backoff.min(max_backoff));
+            }
+        }
+    }
+
+    /// When the earliest shrink deadline falls due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.jobs.values().filter_map(|s| s.deadline.as_ref()?.steps.next_due()).min()
+    }
+
+    /// The jobs whose shrinks fell due by `now`, each with the count it may keep: the lowest
+    /// target due, but never less than the latest decision wants.
+    pub fn take_due(&mut self, now: Instant) -> Vec<(Deadline, u32)> {
+        let mut due = Vec::new();
+        for state in self.jobs.values_mut() {
+            let Some(d) = state.deadline.as_mut() else { continue };
+            let Some(target) = d.steps.take_due(now) else { continue };
+            due.push((d.clone(), target.max(state.wanted)));
+            if d.steps.is_empty() {
+                state.deadline = None;
+            }
+        }
+        due
+    }
+
+    pub fn any_in_flight(&self) -> bool {
+        self.jobs.values().any(|s| s.in_flight)
+    }
+}
+
+fn clamp(target: u32, bounded: &Bounded) -> u32 {
+    target.clamp(bounded.min, bounded.max.max(bounded.min))
+}
+
+/// A pod name without the `namespace/` the snapshot qualifies it with.
+pub fn bare(qualified: &str) -> String {
+    qualified.rsplit_once('/').map_or(qualified, |(_, n)| n).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::core::Reason;
+    use crate::live::endpoint::DiscoveredJob;
+    use crate::live::master::MasterClient;
+
+    const DEADLINE: Duration = Duration::from_secs(30);
+    const BACKOFF: Duration = Duration::from_secs(8);
+
+    fn bounded(name: &str, target: u32, generation: u64) -> Bounded {
+        let object = JobObject {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            namespace: "ml".into(),
+            name: format!("{name}-master"),
+            uid: None,
+        };
+        // Never called: the ledger only decides what to send.
+        let endpoint = Arc::new(MasterClient::new("http://127.0.0.1:9").unwrap());
+        let job = DiscoveredJob {
+            namespace: "ml".into(),
+            name: name.into(),
+            object,
+            endpoint,
+            overrides: Default::default(),
+        };
+        Bounded { job, min: 2, max: 10, target, generation }
+    }
+
+    fn intent(name: &str, from: u32, target: u32) -> ScaleIntent {
+        let reason = if target < from { Reason::OnlineHeadroom } else { Reason::Grow };
+        ScaleIntent {
+            job: format!("ml/{name}"),
+            from,
+            target,
+            release_pods: vec![format!("ml/{name}-w-1")],
+            release_nodes: vec![],
+            reason,
+            why: String::new(),
+        }
+    }
+
+    /// A decision at `decided_at` that asks job `a` (at `from`, status generation `generation`)
+    /// for `target`.
+    fn ask(from: u32, target: u32, generation: u64, decided_at: Instant) -> Actuation {
+        Actuation {
+            intents: vec![intent("a", from, target)],
+            jobs: BTreeMap::from([("ml/a".to_string(), bounded("a", from, generation))]),
+            decided_at: Some(decided_at),
+        }
+    }
+
+    fn targets(commands: &[Command]) -> Vec<u32> {
+        commands.iter().map(|c| c.target).collect()
+    }
+
+    #[test]
+    fn one_command_in_flight_per_job_and_an_accepted_target_is_not_sent_again() {
+        let (mut ledger, t0) = (Ledger::default(), Instant::now());
+        let sent = ledger.plan(&ask(8, 5, 1, t0), t0, DEADLINE);
+        assert_eq!(targets(&sent), [5]);
+        assert!(ledger.any_in_flight());
+        // A newer decision while it is in flight: nothing more goes out.
+        assert!(ledger.plan(&ask(8, 4, 1, t0), t0, DEADLINE).is_empty());
+        ledger.finish(&sent[0], Outcome::Accepted { target: 5, generation: 2 }, t0, BACKOFF);
+        assert!(!ledger.any_in_flight());
+        // A decision made before the acceptance started from the old target: skipped.
+        let before = t0 - Duration::from_millis(1);
+        assert!(ledger.plan(&ask(8, 4, 1, before), t0, DEADLINE).is_empty());
+        // After it, from a status that has not caught up yet (generation 1): 5 is not asked again.
+        let after = t0 + Duration::from_millis(1);
+        assert!(ledger.plan(&ask(8, 5, 1, after), after, DEADLINE).is_empty());
+        // Someone scaled the job since (generation 3): 5 is asked again.
+        assert_eq!(targets(&ledger.plan(&ask(8, 5, 3, after), after, DEADLINE)), [5]);
+    }
+
+    #[test]
+    fn a_failure_backs_off_and_a_refused_target_is_not_asked_again() {
+        let (mut ledger, t0) = (Ledger::default(), Instant::now());
+        let sent = ledger.plan(&ask(8, 5, 1, t0), t0, DEADLINE);
+        ledger.finish(&sent[0], Outcome::Failed, t0, BACKOFF);
+        // First backoff: 1 s.
+        assert!(ledger.plan(&ask(8, 5, 1, t0), t0 + Duration::from_millis(900), DEADLINE).is_empty());
+        let t1 = t0 + Duration::from_secs(1);
+        let sent = ledger.plan(&ask(8, 5, 1, t1), t1, DEADLINE);
+        assert_eq!(targets(&sent), [5]);
+        ledger.finish(&sent[0], Outcome::Refused, t1, BACKOFF);
+        assert!(ledger.plan(&ask(8, 5, 1, t1), t1 + Duration::from_secs(60), DEADLINE).is_empty());
+        // Another target is asked.
+        assert_eq!(targets(&ledger.plan(&ask(8, 6, 1, t1), t1 + Duration::from_secs(60), DEADLINE)), [6]);
+    }
+
+    #[test]
+    fn the_floor_is_never_broken_by_a_command() {
+        let (mut ledger, t0) = (Ledger::default(), Instant::now());
+        assert_eq!(targets(&ledger.plan(&ask(8, 0, 1, t0), t0, DEADLINE)), [2], "gives way at its floor of 2");
+    }
+
+    #[test]
+    fn each_shrink_has_its_own_deadline_and_what_is_wanted_now_is_kept() {
+        let (mut ledger, t0) = (Ledger::default(), Instant::now());
+        let first = ledger.plan(&ask(8, 6, 1, t0), t0, DEADLINE);
+        ledger.finish(&first[0], Outcome::Accepted { target: 6, generation: 2 }, t0, BACKOFF);
+        assert_eq!(ledger.next_due(), Some(t0 + DEADLINE));
+        // 29 s later a deeper shrink, with its own 30 s.
+        let t1 = t0 + Duration::from_secs(29);
+        let second = ledger.plan(&ask(6, 3, 2, t1), t1, DEADLINE);
+        assert_eq!(targets(&second), [3]);
+        ledger.finish(&second[0], Outcome::Failed, t1, BACKOFF);
+        // At the first deadline only the first shrink's target is owed.
+        let due = ledger.take_due(t0 + DEADLINE);
+        assert_eq!(due.iter().map(|(d, t)| (d.job.as_str(), *t)).collect::<Vec<_>>(), [("a", 6)]);
+        assert_eq!(due[0].0.release_pods, ["a-w-1"], "named without the namespace");
+        assert_eq!(ledger.next_due(), Some(t1 + DEADLINE));
+        // The latest decision wants 5 now (sent as a shrink of its own, the failed one's backoff
+        // over): the second deadline removes no more than that.
+        let t2 = t1 + Duration::from_secs(2);
+        assert_eq!(targets(&ledger.plan(&ask(6, 5, 2, t2), t2, DEADLINE)), [5]);
+        let due = ledger.take_due(t1 + DEADLINE);
+        assert_eq!(due.iter().map(|(_, t)| *t).collect::<Vec<_>>(), [5]);
+        assert_eq!(ledger.next_due(), Some(t2 + DEADLINE));
+    }
+
+    #[test]
+    fn an_accepted_grow_clears_what_earlier_shrinks_owed_and_a_dropped_write_changes_nothing() {
+        let (mut ledger, t0) = (Ledger::default(), Instant::now());
+        let shrink = ledger.plan(&ask(8, 6, 1, t0), t0, DEADLINE);
+        ledger.finish(&shrink[0], Outcome::NotSent, t0, BACKOFF);
+        assert!(!ledger.any_in_flight());
+        // Not sent is no failure: asked again at once.
+        let t1 = t0 + Duration::from_millis(10);
+        let again = ledger.plan(&ask(8, 6, 1, t1), t1, DEADLINE);
+        assert_eq!(targets(&again), [6]);
+        ledger.finish(&again[0], Outcome::Accepted { target: 6, generation: 2 }, t1, BACKOFF);
+        let t2 = t1 + Duration::from_secs(5);
+        let grow = ledger.plan(&ask(6, 9, 2, t2), t2, DEADLINE);
+        assert_eq!(targets(&grow), [9]);
+        ledger.finish(&grow[0], Outcome::Accepted { target: 9, generation: 3 }, t2, BACKOFF);
+        assert_eq!(ledger.next_due(), None);
+        assert!(ledger.take_due(t0 + Duration::from_secs(120)).is_empty());
+    }
+
+    #[test]
+    fn jobs_no_longer_discovered_are_forgotten_unless_a_command_is_in_flight() {
+        let (mut ledger, t0) = (Ledger::default(), Instant::now());
+        let sent = ledger.plan(&ask(8, 5, 1, t0), t0, DEADLINE);
+        ledger.plan(&Actuation::default(), t0, DEADLINE);
+        assert!(ledger.any_in_flight(), "kept while its command is in flight");
+        ledger.finish(&sent[0], Outcome::Accepted { target: 5, generation: 2 }, t0, BACKOFF);
+        ledger.plan(&Actuation::default(), t0, DEADLINE);
+        assert_eq!(ledger.next_due(), None, "forgotten with its deadline");
+    }
+}
