@@ -171,3 +171,39 @@ fn out_dir_gets_report_timeline_and_chart() {
     let said = String::from_utf8(out.stdout).unwrap();
     assert!(said.contains("chart.svg, jct.csv, jct_cdf.svg"), "{said}");
 }
+
+#[test]
+fn out_dir_of_a_many_job_trace_stays_small_and_keeps_every_job_s_workers() {
+    // philly-burst: 300 trace jobs over 3 days at 10 s. A column per job per step would be
+    // 80 MB; timeline.csv has the totals and job_workers.csv each job's changes.
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}/scenarios/philly-burst.yaml", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_colocate"))
+        .args(["replay", "--quiet", "--policies", "colocate,gang-backfill", "--out"])
+        .arg(dir.path())
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let timeline = std::fs::read_to_string(dir.path().join("timeline.csv")).unwrap();
+    let header = timeline.lines().next().unwrap();
+    assert!(header.ends_with(",jobs_with_workers,workers") && !header.contains("trace-0_workers"), "{header}");
+    let changes = std::fs::read_to_string(dir.path().join("job_workers.csv")).unwrap();
+    let size = timeline.len() + changes.len();
+    assert!(size < 8_000_000, "{size} bytes");
+    // Every job of the trace ran under both policies, and its rows sum to the timeline's total.
+    let mut jobs = std::collections::BTreeSet::new();
+    let mut at: std::collections::BTreeMap<(String, String), u64> = Default::default();
+    for line in changes.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        jobs.insert((f[0].to_string(), f[2].to_string()));
+        at.insert((f[0].to_string(), f[2].to_string()), f[3].parse().unwrap());
+    }
+    assert_eq!(jobs.len(), 2 * 300);
+    // At the end every job is done: no workers left in either file.
+    assert!(at.values().all(|&w| w == 0), "workers left at the end");
+    let last = timeline.lines().last().unwrap();
+    assert!(last.ends_with(",0,0"), "{last}");
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(said.contains("job_workers.csv"), "{said}");
+}

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use colocate::sim::chart::render_svg;
 use colocate::sim::jct_chart::{completion_times, jct_csv, render_jct_cdf};
 use colocate::sim::replay::steps;
-use colocate::sim::report::{intents_csv, timeline_csv};
+use colocate::sim::report::{intents_csv, job_workers_csv, timeline_csv, MAX_JOB_COLUMNS};
 use colocate::sim::{replay, Policy, ReplayOutput, Scenario, ScenarioError};
 
 /// The scenario replayed when none is named: shipped in the binary, so it needs no files.
@@ -27,7 +27,8 @@ pub struct ReplayArgs {
     pub json: bool,
     /// Write report.json, timeline.csv, intents.csv (colocate's decisions and why) and chart.svg
     /// here (a folder per scenario when several); with jobs that have work, also jct.csv and
-    /// jct_cdf.svg (completion time per job, and its CDF per policy).
+    /// jct_cdf.svg (completion time per job, and its CDF per policy); with more than 32 jobs,
+    /// timeline.csv has the workers in all and job_workers.csv each job's where it changes.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Policies to compare, comma separated.
@@ -123,6 +124,9 @@ fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> an
     let services: Vec<String> = scenario.spec.services.iter().map(|s| s.name.clone()).collect();
     let jobs: Vec<String> = scenario.spec.jobs.iter().map(|j| j.name.clone()).collect();
     write("timeline.csv", &timeline_csv(&panels, &services, &jobs))?;
+    if jobs.len() > MAX_JOB_COLUMNS {
+        write("job_workers.csv", &job_workers_csv(&panels, &jobs))?;
+    }
     write("intents.csv", &intents_csv(&output.intents))?;
     let title = format!(
         "{}: CPU allocation by class (dashed: target); p99 against SLO and online pods waiting",

@@ -213,15 +213,25 @@ impl Report {
     }
 }
 
+/// Up to this many jobs, timeline.csv has a workers column per job. Beyond it (a trace of 300
+/// jobs over 26,000 steps would write 80 MB), it has the totals, and job_workers.csv has each
+/// job's worker count where it changes.
+pub const MAX_JOB_COLUMNS: usize = 32;
+
 /// timeline.csv: one row per step and policy.
 pub fn timeline_csv(policies: &[(&str, &[TimelineRow])], services: &[String], jobs: &[String]) -> String {
+    let per_job = jobs.len() <= MAX_JOB_COLUMNS;
     let mut out =
         String::from("policy,t_s,cpu_allocation,system_cpu,online_cpu,training_cpu,pending_online_pods,slo_violated");
     for s in services {
         let _ = write!(out, ",{s}_rps,{s}_replicas,{s}_ready,{s}_p99_ms");
     }
-    for j in jobs {
-        let _ = write!(out, ",{j}_workers");
+    if per_job {
+        for j in jobs {
+            let _ = write!(out, ",{j}_workers");
+        }
+    } else {
+        out.push_str(",jobs_with_workers,workers");
     }
     out.push('\n');
     for (policy, rows) in policies {
@@ -240,10 +250,33 @@ pub fn timeline_csv(policies: &[(&str, &[TimelineRow])], services: &[String], jo
             for (rps, rep, ready, p99) in &r.services {
                 let _ = write!(out, ",{rps:.1},{rep},{ready},{p99:.1}");
             }
-            for w in &r.workers {
-                let _ = write!(out, ",{w}");
+            if per_job {
+                for w in &r.workers {
+                    let _ = write!(out, ",{w}");
+                }
+            } else {
+                let running = r.workers.iter().filter(|&&w| w > 0).count();
+                let _ = write!(out, ",{running},{}", r.workers.iter().map(|&w| u64::from(w)).sum::<u64>());
             }
             out.push('\n');
+        }
+    }
+    out
+}
+
+/// job_workers.csv: each job's workers under each policy, a row where the count changes (and
+/// the first step); for scenarios with more than [`MAX_JOB_COLUMNS`] jobs.
+pub fn job_workers_csv(policies: &[(&str, &[TimelineRow])], jobs: &[String]) -> String {
+    let mut out = String::from("policy,t_s,job,workers\n");
+    for (policy, rows) in policies {
+        let mut last: Vec<Option<u32>> = vec![None; jobs.len()];
+        for r in *rows {
+            for (j, &w) in r.workers.iter().enumerate() {
+                if last[j] != Some(w) {
+                    last[j] = Some(w);
+                    let _ = writeln!(out, "{policy},{},\"{}\",{w}", r.t, jobs[j].replace('"', "\"\""));
+                }
+            }
         }
     }
     out
