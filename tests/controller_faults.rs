@@ -115,7 +115,9 @@ async fn watches_recover_from_an_apiserver_restart() {
     let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 7), Behaviour::Honest, None).await;
     let b = ElasticJob::start(&bed, &client, "ml", "jb", (1, 12, 5), Behaviour::Honest, None).await;
     let config = "controller:\n  grow_stabilization: 1h\nservices:\n  - {name: nginx, namespace: web, hpa: nginx}\n";
-    let controller = Controller::start(&bed, config, FLAGS).await;
+    // With the adapters on: their job watches (Deployments, StatefulSets) run the same loop.
+    let flags: Vec<&str> = FLAGS.iter().copied().chain(["--adapters"]).collect();
+    let controller = Controller::start(&bed, config, &flags).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = a.commands().len() + b.commands().len();
 
@@ -134,6 +136,15 @@ async fn watches_recover_from_an_apiserver_restart() {
     })
     .await;
     eprintln!("watch restarts counted: {restarts}");
+    let adapters = eventually(Duration::from_secs(30), "adapter watch restarts to be exported", || {
+        let c = &controller;
+        async move {
+            let n = cluster::metric_value(&c.metrics().await, "colocate_watch_restarts_total{kind=\"adapter_jobs\"}");
+            (n >= 1.0).then_some(n)
+        }
+    })
+    .await;
+    eprintln!("adapter job watch restarts: {adapters}");
     // The controller still sees changes made after the restart and acts on them.
     let client = cluster::client(&bed).await;
     set_hpa(&client, 2, 6).await;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures::{future, StreamExt};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::Notify;
@@ -46,7 +46,8 @@ impl WatchStats {
     }
 }
 
-type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A reflector's driving future (the caller spawns it).
+pub type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl Caches {
     /// Starts nothing by itself: returns the caches and the futures that fill them (spawn
@@ -83,23 +84,58 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (reader, writer) = reflector::store();
-    let changed = changed.clone();
-    let stats = stats.clone();
+    let (on_event, on_error) = (stats.clone(), stats.clone());
+    let driver = drive(
+        api,
+        config,
+        strip,
+        writer,
+        KINDS[kind],
+        changed.clone(),
+        move || {
+            on_event.events.fetch_add(1, Ordering::Relaxed);
+        },
+        move || {
+            on_error.restarts[kind].fetch_add(1, Ordering::Relaxed);
+        },
+    );
+    (reader, driver)
+}
+
+/// Drives one reflector into `writer`: every event wakes `changed` and is counted by
+/// `on_event`; every watch error is counted by `on_error` and logged, and the watcher restarts
+/// with backoff. The one watch loop of the controller: the caches here and the adapters' job
+/// watches run it.
+#[allow(clippy::too_many_arguments)]
+pub fn drive<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    strip: fn(&mut K),
+    writer: Writer<K>,
+    kind: &str,
+    changed: Arc<Notify>,
+    on_event: impl Fn() + Send + 'static,
+    on_error: impl Fn() + Send + 'static,
+) -> Driver
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let kind = kind.to_string();
     let stream = watcher(api, config).default_backoff().modify(strip).reflect(writer);
-    let driver = stream.for_each(move |event| {
+    Box::pin(stream.for_each(move |event| {
         match event {
             Ok(_) => {
-                stats.events.fetch_add(1, Ordering::Relaxed);
+                on_event();
                 changed.notify_one();
             }
             Err(e) => {
-                stats.restarts[kind].fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(kind = KINDS[kind], error = %e, "watch failed; restarting with backoff");
+                on_error();
+                tracing::warn!(kind = %kind, error = %e, "watch failed; restarting with backoff");
             }
         }
         future::ready(())
-    });
-    (reader, Box::pin(driver))
+    }))
 }
 
 fn strip_meta<K: ResourceExt>(o: &mut K) {

@@ -10,16 +10,13 @@
 //! every earlier replicas change has already raised.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::{future, StreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::error::DiscoveryError;
 use kube::runtime::reflector::{store::Writer, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::{discovery, Api, Client};
 use tokio::sync::Notify;
 
@@ -32,8 +29,7 @@ use super::workers::{check_worker_labels, worker_resources};
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::master::{MasterConfig, MasterState, WorkerResources};
 use crate::live::translate::JobOverrides;
-
-type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+use crate::live::watch::{drive, Driver};
 
 /// Discovery failed for a reason other than the kind being absent.
 #[derive(Debug, thiserror::Error)]
@@ -91,18 +87,19 @@ impl AdapterJobs {
             let store = writer.as_reader();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
             let config = watcher::Config::default().labels(&format!("{ELASTIC_LABEL}=true"));
-            let (changed, restarts, label) = (Arc::clone(&changed), Arc::clone(&restarts), name.clone());
-            let stream = watcher(api, config).default_backoff().modify(strip).reflect(writer);
-            drivers.push(Box::pin(stream.for_each(move |event| {
-                match event {
-                    Ok(_) => changed.notify_one(),
-                    Err(e) => {
-                        restarts.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(kind = %label, error = %e, "adapter job watch failed; restarting with backoff");
-                    }
-                }
-                future::ready(())
-            })) as Driver);
+            let counter = Arc::clone(&restarts);
+            drivers.push(drive(
+                api,
+                config,
+                strip,
+                writer,
+                &name,
+                Arc::clone(&changed),
+                || {},
+                move || {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                },
+            ));
             tracing::info!(kind = %name, scale_subresource = has_scale, "watching adapter jobs");
             watched.push(Watched { kind, resource, has_scale, store });
         }

@@ -44,6 +44,7 @@ use crate::live::lease::{default_identity, LeaderElector, LeaseConfig};
 use crate::live::master::{ClientConfigError, RetryPolicy};
 use crate::live::sampler::Sampler;
 use crate::live::watch::{Caches, WatchStats};
+use crate::telemetry::metrics::ADAPTER_JOBS_WATCH_KIND;
 use crate::telemetry::{self, Health, Metrics};
 
 /// What stops `run` from starting; everything later is logged and retried instead.
@@ -171,7 +172,7 @@ pub async fn run(
         masters: MasterDiscovery::new(Box::new(factory)),
         master_services: caches.masters.clone(),
         pods: caches.pods.clone(),
-        adapters,
+        adapters: adapters.clone(),
         namespaces: config.job_namespaces.clone(),
     });
 
@@ -232,7 +233,7 @@ pub async fn run(
         }
     });
     let stats_sync = tokio::spawn({
-        let (metrics, stats, stopped) = (metrics.clone(), stats.clone(), stopped());
+        let (metrics, stats, adapters, stopped) = (metrics.clone(), stats.clone(), adapters.clone(), stopped());
         async move {
             tokio::pin!(stopped);
             loop {
@@ -241,6 +242,9 @@ pub async fn run(
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {
                         for (kind, total) in stats.restart_counts() {
                             metrics.sync_watch_restarts(kind, total);
+                        }
+                        if let Some(a) = &adapters {
+                            metrics.sync_watch_restarts(ADAPTER_JOBS_WATCH_KIND, a.watch_restarts());
                         }
                     }
                 }

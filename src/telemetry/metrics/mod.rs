@@ -152,7 +152,7 @@ impl Metrics {
         for kind in ACTUATION_ERROR_KINDS {
             let _ = m.actuations.get_or_create(&[("outcome", "error".to_string()), ("error", kind.to_string())]);
         }
-        for kind in WATCH_KINDS {
+        for kind in WATCH_KINDS.into_iter().chain([ADAPTER_JOBS_WATCH_KIND]) {
             let _ = m.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
         }
         for write in WRITE_KINDS {

@@ -50,6 +50,10 @@ pub const WRITE_KINDS: [&str; 4] = ["scale", "delete", "event", "annotation"];
 /// Label `kind` of the watch metrics: the resources the controller watches, in the order
 /// `live::watch` counts their restarts.
 pub const WATCH_KINDS: [&str; 4] = ["nodes", "pods", "horizontalpodautoscalers", "services"];
+
+/// Label `kind` of the watch metrics for the adapters' job watches (Deployments, StatefulSets,
+/// PyTorchJobs, Volcano Jobs labelled elastic), all together.
+pub const ADAPTER_JOBS_WATCH_KIND: &str = "adapter_jobs";
 pub const WRITE_DROP_CAUSES: [&str; 2] = ["not_leader", "lease_margin"];
 /// Decisions made (one per debounced watch event or tick, leader or not).
 pub const DECISIONS_TOTAL: &str = "colocate_decisions_total";

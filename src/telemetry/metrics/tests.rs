@@ -169,6 +169,7 @@ fn gauges_counters_and_watch_stats() {
     assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"pods\"}} 3"));
     assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"nodes\"}} 2"));
     assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"services\"}} 0"));
+    assert_sample(&text, &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"adapter_jobs\"}} 0"));
     m.set_leader(false);
     assert_sample(&m.encode(), &format!("{LEADER} 0"));
     m.forget_service("nginx", "latency");
