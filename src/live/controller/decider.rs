@@ -38,9 +38,6 @@ pub struct Decider {
     pub actuation: watch::Sender<Actuation>,
     /// Problems reported by the previous decision, so each is logged once when it appears.
     pub known_problems: Vec<String>,
-    /// Target and reason of each job's last intent, so that an intent repeated decision after
-    /// decision (while the master applies it) is logged once at info.
-    pub logged_intents: BTreeMap<String, (u32, crate::core::Reason)>,
 }
 
 impl Decider {
@@ -120,7 +117,7 @@ impl Decider {
         );
         let _entered = span.enter();
         let decision = self.core.decide(&snap);
-        self.metrics.observe_decision(&decision, &snap, started.elapsed());
+        let fresh = self.metrics.observe_decision(&decision, &snap, started.elapsed());
         self.metrics.record_decision();
         span.record("intents", decision.intents.len());
         self.log_problems(problems, &decision.notes);
@@ -144,18 +141,15 @@ impl Decider {
         let actuation =
             Actuation { intents: decision.intents, jobs, decided_at: Some(tokio::time::Instant::from_std(started)) };
         let leading = *self.leader.borrow();
-        let mut logged = BTreeMap::new();
         for i in &actuation.intents {
             let acting = leading && !self.dry_run;
-            if self.logged_intents.get(&i.job) == Some(&(i.target, i.reason)) {
-                tracing::debug!(job = %i.job, from = i.from, target = i.target, reason = %i.reason, "intent (repeated)");
-            } else {
+            if fresh.contains(&i.job) {
                 tracing::info!(job = %i.job, from = i.from, target = i.target, reason = %i.reason, why = %i.why,
                     acting, dry_run = self.dry_run, "intent");
+            } else {
+                tracing::debug!(job = %i.job, from = i.from, target = i.target, reason = %i.reason, "intent (repeated)");
             }
-            logged.insert(i.job.clone(), (i.target, i.reason));
         }
-        self.logged_intents = logged;
         if leading && !self.dry_run {
             self.actuation.send_replace(actuation.clone());
         } else {

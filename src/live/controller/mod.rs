@@ -287,7 +287,6 @@ pub async fn run(
         dry_run: config.dry_run,
         actuation: actuation_tx,
         known_problems: Vec::new(),
-        logged_intents: BTreeMap::new(),
     };
     // The first status poll before the first decision, so that jobs are known from the start.
     poller.poll(&directory.jobs().0).await;

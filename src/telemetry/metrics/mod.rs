@@ -364,16 +364,20 @@ impl Metrics {
     /// Records one decision made on `snap` in `took`: residual capacity per node and cluster,
     /// CPU allocation by class, training CPU on each service's nodes, per-job workers, targets
     /// and bounds, new intents by reason, and the decision duration. Nodes, services and jobs no
-    /// longer in the snapshot lose their series.
-    pub fn observe_decision(&self, decision: &Decision, snap: &Snapshot, took: Duration) {
+    /// longer in the snapshot lose their series. Returns the jobs whose intent is new (not the
+    /// same target and reason as in the last decision): the one record of the last intents, which
+    /// the decision loop also logs by.
+    pub fn observe_decision(&self, decision: &Decision, snap: &Snapshot, took: Duration) -> BTreeSet<String> {
         self.decision_duration.observe(took.as_secs_f64());
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
 
         let intents: BTreeMap<String, (u32, Reason)> =
             decision.intents.iter().map(|i| (i.job.clone(), (i.target, i.reason))).collect();
+        let mut fresh = BTreeSet::new();
         for (job, (target, reason)) in &intents {
             if seen.intents.get(job) != Some(&(*target, *reason)) {
                 self.intents.get_or_create(&[("reason", reason.as_str().to_string())]).inc();
+                fresh.insert(job.clone());
             }
         }
         seen.intents = intents;
@@ -449,6 +453,7 @@ impl Metrics {
             self.job_max.get_or_create(&label).set(i64::from(job.max_workers));
         }
         seen.jobs = jobs;
+        fresh
     }
 
     /// Online pods waiting for a node, per service, and the pod-seconds they waited since the

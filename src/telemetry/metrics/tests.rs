@@ -208,16 +208,16 @@ fn an_intent_repeated_by_later_decisions_is_counted_once() {
     let snap = snapshot("n1");
     let decision = eager().decide(&snap);
     let grow = decision.intents.iter().find(|i| i.job == "a").expect("job a grows").clone();
-    // The master has not applied the intent yet: every decision repeats it.
-    for _ in 0..5 {
-        m.observe_decision(&decision, &snap, Duration::from_millis(1));
-    }
+    // The master has not applied the intent yet: every decision repeats it. Only the first says
+    // the job's intent is new (what the decision loop logs at info).
+    let fresh: Vec<_> = (0..5).map(|_| m.observe_decision(&decision, &snap, Duration::from_millis(1))).collect();
     assert_eq!(intents_counted(&m, "grow"), "1", "one intent repeated five times");
+    assert!(fresh[0].contains("a") && fresh[1..].iter().all(|f| !f.contains("a")), "{fresh:?}");
 
     // A new target for the same job is a new intent.
     let mut bigger = decision.clone();
     bigger.intents[0].target = grow.target + 1;
-    m.observe_decision(&bigger, &snap, Duration::from_millis(1));
+    assert!(m.observe_decision(&bigger, &snap, Duration::from_millis(1)).contains("a"));
     assert_eq!(intents_counted(&m, "grow"), "2");
     // So is the same target for another reason.
     let mut other_reason = bigger.clone();
