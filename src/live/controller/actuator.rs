@@ -40,8 +40,6 @@ use crate::telemetry::Metrics;
 pub struct Actuation {
     pub intents: Vec<ScaleIntent>,
     pub jobs: BTreeMap<String, Bounded>,
-    /// When the decision started reading the cached statuses (None: the empty initial value).
-    pub decided_at: Option<Instant>,
 }
 
 /// A discovered job with the bounds of its last status.
@@ -54,6 +52,8 @@ pub struct Bounded {
     pub target: u32,
     /// The status generation the decision saw.
     pub generation: u64,
+    /// When that status last changed target or generation ([`Poller::moved_at`]).
+    pub moved_at: Option<std::time::Instant>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -131,7 +131,8 @@ impl Actuator {
         commands: &mut JoinSet<()>,
         done: &mpsc::UnboundedSender<Sent>,
     ) {
-        for command in ledger.plan(actuation, Instant::now(), self.config.release_deadline) {
+        let moved_at = |job: &str| self.poller.moved_at(job);
+        for command in ledger.plan(actuation, Instant::now(), self.config.release_deadline, &moved_at) {
             let shrink = command.shrink();
             let release: Vec<String> =
                 if shrink { command.intent.release_pods.iter().map(|p| bare(p)).collect() } else { vec![] };

@@ -92,7 +92,7 @@ impl Decider {
             .map(|j| JobSource {
                 namespace: j.namespace.clone(),
                 name: j.name.clone(),
-                status: statuses.get(&j.key()).cloned().flatten(),
+                status: statuses.get(&j.key()).and_then(|p| p.status.clone()),
                 overrides: j.overrides.clone(),
                 priority: 0,
                 weight: 1.0,
@@ -127,19 +127,20 @@ impl Decider {
             .iter()
             .filter_map(|j| {
                 let found = discovered.iter().find(|d| d.key() == j.name)?;
-                let status = statuses.get(&j.name)?.as_ref()?;
+                let polled = statuses.get(&j.name)?;
+                let status = polled.status.as_ref()?;
                 let bounded = Bounded {
                     job: found.clone(),
                     min: j.min_workers,
                     max: j.max_workers,
                     generation: status.generation,
+                    moved_at: polled.moved_at,
                     target: j.target_workers,
                 };
                 Some((j.name.clone(), bounded))
             })
             .collect();
-        let actuation =
-            Actuation { intents: decision.intents, jobs, decided_at: Some(tokio::time::Instant::from_std(started)) };
+        let actuation = Actuation { intents: decision.intents, jobs };
         let leading = *self.leader.borrow();
         for i in &actuation.intents {
             let acting = leading && !self.dry_run;

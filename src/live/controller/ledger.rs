@@ -3,8 +3,8 @@
 //! I/O around it).
 //!
 //! Per job it keeps the target the master last accepted (not sent again before a newer status
-//! generation shows the job moved away from it), when that was (a decision made before it
-//! started from the old target), the command in flight (one per job), a backoff after transient
+//! generation shows the job moved away from it), the command in flight (one per job), a backoff
+//! after transient
 //! failures, a target the master refused (409), what the latest decision wants, and the shrink
 //! deadlines: `release_deadline` after each shrink was asked for, whether the master accepts,
 //! fails or hangs (online pods wait on it either way).
@@ -65,7 +65,6 @@ pub struct Deadline {
 #[derive(Default)]
 struct JobState {
     accepted: Option<(u32, u64)>,
-    accepted_at: Option<Instant>,
     in_flight: bool,
     failures: u32,
     retry_at: Option<Instant>,
@@ -84,8 +83,15 @@ pub struct Ledger {
 impl Ledger {
     /// Takes the latest decision in: forgets jobs no longer discovered (unless a command is in
     /// flight) and returns the commands to send now, marking them in flight and starting a
-    /// shrink's deadline.
-    pub fn plan(&mut self, actuation: &Actuation, now: Instant, release_deadline: Duration) -> Vec<Command> {
+    /// shrink's deadline. `moved_at` says when a job's status last changed target or generation
+    /// (the poller's record); a decision made from a status that has moved since is stale.
+    pub fn plan(
+        &mut self,
+        actuation: &Actuation,
+        now: Instant,
+        release_deadline: Duration,
+        moved_at: &dyn Fn(&str) -> Option<std::time::Instant>,
+    ) -> Vec<Command> {
         self.jobs.retain(|k, s| actuation.jobs.contains_key(k) || s.in_flight);
         for (key, bounded) in &actuation.jobs {
             let intent = actuation.intents.iter().find(|i| i.job == *key);
@@ -100,10 +106,11 @@ impl Ledger {
             // below `min` anyway.
             let target = clamp(intent.target, bounded);
             let already = state.accepted.is_some_and(|(t, g)| t == target && bounded.generation <= g);
-            // A decision made before the last acceptance started from the old target (say 28
-            // while the master already moved to 20): a rise to 22 would pass for a shrink and
-            // skip the growth damping. The acceptance wakes the decision loop for a fresh one.
-            let stale = state.accepted_at.is_some_and(|at| actuation.decided_at.is_none_or(|d| d < at));
+            // A decision made from a status that has moved since (an accepted command, a poll)
+            // started from a target the job has left (say 28 while the master already moved to
+            // 20): a rise to 22 would pass for a shrink and skip the growth damping. The move
+            // wakes the decision loop for a fresh one.
+            let stale = moved_at(&intent.job) != bounded.moved_at;
             if state.in_flight
                 || stale
                 || already
@@ -140,7 +147,6 @@ impl Ledger {
             Outcome::NotSent => {}
             Outcome::Accepted { target, generation } => {
                 state.accepted = Some((target, generation));
-                state.accepted_at = Some(now);
                 state.failures = 0;
                 state.retry_at = None;
                 state.refused = None;
@@ -221,7 +227,7 @@ mod tests {
             endpoint,
             overrides: Default::default(),
         };
-        Bounded { job, min: 2, max: 10, target, generation }
+        Bounded { job, min: 2, max: 10, target, generation, moved_at: None }
     }
 
     fn intent(name: &str, from: u32, target: u32) -> ScaleIntent {
@@ -237,14 +243,18 @@ mod tests {
         }
     }
 
-    /// A decision at `decided_at` that asks job `a` (at `from`, status generation `generation`)
-    /// for `target`.
-    fn ask(from: u32, target: u32, generation: u64, decided_at: Instant) -> Actuation {
+    /// A decision that asks job `a` (at `from`, status generation `generation`) for `target`,
+    /// made from a status no accepted command had changed.
+    fn ask(from: u32, target: u32, generation: u64) -> Actuation {
         Actuation {
             intents: vec![intent("a", from, target)],
             jobs: BTreeMap::from([("ml/a".to_string(), bounded("a", from, generation))]),
-            decided_at: Some(decided_at),
         }
+    }
+
+    /// The poller's record when no status has moved.
+    fn none(_: &str) -> Option<std::time::Instant> {
+        None
     }
 
     fn targets(commands: &[Command]) -> Vec<u32> {
@@ -254,54 +264,66 @@ mod tests {
     #[test]
     fn one_command_in_flight_per_job_and_an_accepted_target_is_not_sent_again() {
         let (mut ledger, t0) = (Ledger::default(), Instant::now());
-        let sent = ledger.plan(&ask(8, 5, 1, t0), t0, DEADLINE);
+        let sent = ledger.plan(&ask(8, 5, 1), t0, DEADLINE, &none);
         assert_eq!(targets(&sent), [5]);
         assert!(ledger.any_in_flight());
         // A newer decision while it is in flight: nothing more goes out.
-        assert!(ledger.plan(&ask(8, 4, 1, t0), t0, DEADLINE).is_empty());
+        assert!(ledger.plan(&ask(8, 4, 1), t0, DEADLINE, &none).is_empty());
         ledger.finish(&sent[0], Outcome::Accepted { target: 5, generation: 2 }, t0, BACKOFF);
         assert!(!ledger.any_in_flight());
-        // A decision made before the acceptance started from the old target: skipped.
-        let before = t0 - Duration::from_millis(1);
-        assert!(ledger.plan(&ask(8, 4, 1, before), t0, DEADLINE).is_empty());
-        // After it, from a status that has not caught up yet (generation 1): 5 is not asked again.
-        let after = t0 + Duration::from_millis(1);
-        assert!(ledger.plan(&ask(8, 5, 1, after), after, DEADLINE).is_empty());
-        // Someone scaled the job since (generation 3): 5 is asked again.
-        assert_eq!(targets(&ledger.plan(&ask(8, 5, 3, after), after, DEADLINE)), [5]);
+        // The acceptance moved the cached status at `accepted`: a decision made from the status
+        // before it started from the old target and is skipped.
+        let accepted = std::time::Instant::now();
+        let now = |_: &str| Some(accepted);
+        assert!(ledger.plan(&ask(8, 4, 1), t0, DEADLINE, &now).is_empty());
+        // One made since goes ahead, but 5 is not asked again even if a poll answered before
+        // the master moved (generation 1, target 8)...
+        let mut fresh = ask(8, 5, 1);
+        fresh.jobs.get_mut("ml/a").unwrap().moved_at = Some(accepted);
+        assert!(ledger.plan(&fresh, t0, DEADLINE, &now).is_empty());
+        fresh.intents[0].target = 4;
+        assert_eq!(targets(&ledger.plan(&fresh, t0, DEADLINE, &now)), [4]);
+        // ...until someone scaled the job since (generation 3).
+        let mut moved = ask(3, 5, 3);
+        moved.jobs.get_mut("ml/a").unwrap().moved_at = Some(accepted);
+        let mut ledger2 = Ledger::default();
+        let sent = ledger2.plan(&ask(8, 5, 1), t0, DEADLINE, &none);
+        ledger2.finish(&sent[0], Outcome::Accepted { target: 5, generation: 2 }, t0, BACKOFF);
+        assert!(ledger2.plan(&ask(8, 5, 2), t0, DEADLINE, &none).is_empty(), "the status shows it");
+        assert_eq!(targets(&ledger2.plan(&moved, t0, DEADLINE, &now)), [5]);
     }
 
     #[test]
     fn a_failure_backs_off_and_a_refused_target_is_not_asked_again() {
         let (mut ledger, t0) = (Ledger::default(), Instant::now());
-        let sent = ledger.plan(&ask(8, 5, 1, t0), t0, DEADLINE);
+        let sent = ledger.plan(&ask(8, 5, 1), t0, DEADLINE, &none);
         ledger.finish(&sent[0], Outcome::Failed, t0, BACKOFF);
         // First backoff: 1 s.
-        assert!(ledger.plan(&ask(8, 5, 1, t0), t0 + Duration::from_millis(900), DEADLINE).is_empty());
+        assert!(ledger.plan(&ask(8, 5, 1), t0 + Duration::from_millis(900), DEADLINE, &none).is_empty());
         let t1 = t0 + Duration::from_secs(1);
-        let sent = ledger.plan(&ask(8, 5, 1, t1), t1, DEADLINE);
+        let sent = ledger.plan(&ask(8, 5, 1), t1, DEADLINE, &none);
         assert_eq!(targets(&sent), [5]);
         ledger.finish(&sent[0], Outcome::Refused, t1, BACKOFF);
-        assert!(ledger.plan(&ask(8, 5, 1, t1), t1 + Duration::from_secs(60), DEADLINE).is_empty());
+        assert!(ledger.plan(&ask(8, 5, 1), t1 + Duration::from_secs(60), DEADLINE, &none).is_empty());
         // Another target is asked.
-        assert_eq!(targets(&ledger.plan(&ask(8, 6, 1, t1), t1 + Duration::from_secs(60), DEADLINE)), [6]);
+        assert_eq!(targets(&ledger.plan(&ask(8, 6, 1), t1 + Duration::from_secs(60), DEADLINE, &none)), [6]);
     }
 
     #[test]
     fn the_floor_is_never_broken_by_a_command() {
         let (mut ledger, t0) = (Ledger::default(), Instant::now());
-        assert_eq!(targets(&ledger.plan(&ask(8, 0, 1, t0), t0, DEADLINE)), [2], "gives way at its floor of 2");
+        assert_eq!(targets(&ledger.plan(&ask(8, 0, 1), t0, DEADLINE, &none)), [2], "gives way at its floor of 2");
     }
 
     #[test]
     fn each_shrink_has_its_own_deadline_and_what_is_wanted_now_is_kept() {
         let (mut ledger, t0) = (Ledger::default(), Instant::now());
-        let first = ledger.plan(&ask(8, 6, 1, t0), t0, DEADLINE);
+        let first = ledger.plan(&ask(8, 6, 1), t0, DEADLINE, &none);
         ledger.finish(&first[0], Outcome::Accepted { target: 6, generation: 2 }, t0, BACKOFF);
         assert_eq!(ledger.next_due(), Some(t0 + DEADLINE));
         // 29 s later a deeper shrink, with its own 30 s.
         let t1 = t0 + Duration::from_secs(29);
-        let second = ledger.plan(&ask(6, 3, 2, t1), t1, DEADLINE);
+        let second = ledger.plan(&ask(6, 3, 2), t1, DEADLINE, &none);
         assert_eq!(targets(&second), [3]);
         ledger.finish(&second[0], Outcome::Failed, t1, BACKOFF);
         // At the first deadline only the first shrink's target is owed.
@@ -312,7 +334,7 @@ mod tests {
         // The latest decision wants 5 now (sent as a shrink of its own, the failed one's backoff
         // over): the second deadline removes no more than that.
         let t2 = t1 + Duration::from_secs(2);
-        assert_eq!(targets(&ledger.plan(&ask(6, 5, 2, t2), t2, DEADLINE)), [5]);
+        assert_eq!(targets(&ledger.plan(&ask(6, 5, 2), t2, DEADLINE, &none)), [5]);
         let due = ledger.take_due(t1 + DEADLINE);
         assert_eq!(due.iter().map(|(_, t)| *t).collect::<Vec<_>>(), [5]);
         assert_eq!(ledger.next_due(), Some(t2 + DEADLINE));
@@ -321,16 +343,16 @@ mod tests {
     #[test]
     fn an_accepted_grow_clears_what_earlier_shrinks_owed_and_a_dropped_write_changes_nothing() {
         let (mut ledger, t0) = (Ledger::default(), Instant::now());
-        let shrink = ledger.plan(&ask(8, 6, 1, t0), t0, DEADLINE);
+        let shrink = ledger.plan(&ask(8, 6, 1), t0, DEADLINE, &none);
         ledger.finish(&shrink[0], Outcome::NotSent, t0, BACKOFF);
         assert!(!ledger.any_in_flight());
         // Not sent is no failure: asked again at once.
         let t1 = t0 + Duration::from_millis(10);
-        let again = ledger.plan(&ask(8, 6, 1, t1), t1, DEADLINE);
+        let again = ledger.plan(&ask(8, 6, 1), t1, DEADLINE, &none);
         assert_eq!(targets(&again), [6]);
         ledger.finish(&again[0], Outcome::Accepted { target: 6, generation: 2 }, t1, BACKOFF);
         let t2 = t1 + Duration::from_secs(5);
-        let grow = ledger.plan(&ask(6, 9, 2, t2), t2, DEADLINE);
+        let grow = ledger.plan(&ask(6, 9, 2), t2, DEADLINE, &none);
         assert_eq!(targets(&grow), [9]);
         ledger.finish(&grow[0], Outcome::Accepted { target: 9, generation: 3 }, t2, BACKOFF);
         assert_eq!(ledger.next_due(), None);
@@ -340,11 +362,11 @@ mod tests {
     #[test]
     fn jobs_no_longer_discovered_are_forgotten_unless_a_command_is_in_flight() {
         let (mut ledger, t0) = (Ledger::default(), Instant::now());
-        let sent = ledger.plan(&ask(8, 5, 1, t0), t0, DEADLINE);
-        ledger.plan(&Actuation::default(), t0, DEADLINE);
+        let sent = ledger.plan(&ask(8, 5, 1), t0, DEADLINE, &none);
+        ledger.plan(&Actuation::default(), t0, DEADLINE, &none);
         assert!(ledger.any_in_flight(), "kept while its command is in flight");
         ledger.finish(&sent[0], Outcome::Accepted { target: 5, generation: 2 }, t0, BACKOFF);
-        ledger.plan(&Actuation::default(), t0, DEADLINE);
+        ledger.plan(&Actuation::default(), t0, DEADLINE, &none);
         assert_eq!(ledger.next_due(), None, "forgotten with its deadline");
     }
 }

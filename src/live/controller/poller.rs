@@ -24,6 +24,16 @@ struct Entry {
     /// When an accepted command last updated `status`: a poll sent before then answered with
     /// the state before the command and must not undo it.
     accepted_at: Option<Instant>,
+    /// When the status' target or generation last changed, by a poll or an accepted command.
+    moved_at: Option<Instant>,
+}
+
+/// A job's status as a decision reads it.
+#[derive(Clone, Debug)]
+pub struct Polled {
+    pub status: Option<Status>,
+    /// When its target or generation last changed (see [`Poller::moved_at`]).
+    pub moved_at: Option<Instant>,
 }
 
 /// The latest status of every job, shared by the decision loop and the actuator.
@@ -67,7 +77,7 @@ impl Poller {
             let key = job.key();
             let entry = entries.entry(key.clone()).or_insert_with(|| {
                 self.metrics.job_discovered(&key);
-                Entry { status: None, at: None, error: None, accepted_at: None }
+                Entry { status: None, at: None, error: None, accepted_at: None, moved_at: None }
             });
             self.metrics.set_master_up(&key, result.is_ok());
             match result {
@@ -80,6 +90,9 @@ impl Poller {
                         continue;
                     }
                     changed |= entry.status.as_ref().is_none_or(|old| differs(old, &status));
+                    if entry.status.as_ref().is_none_or(|old| moved(old, &status)) {
+                        entry.moved_at = Some(now);
+                    }
                     entry.status = Some(status);
                 }
                 Err(e) => {
@@ -100,16 +113,24 @@ impl Poller {
         }
     }
 
-    /// Statuses fresh enough to steer on; `None` for jobs whose master is unreachable.
-    pub fn statuses(&self) -> BTreeMap<String, Option<Status>> {
+    /// Statuses fresh enough to steer on (`None` for jobs whose master is unreachable), each with
+    /// when its target or generation last changed: a decision made from a status that has moved
+    /// since started from a target the job has left.
+    pub fn statuses(&self) -> BTreeMap<String, Polled> {
         let now = Instant::now();
         self.lock()
             .iter()
             .map(|(k, e)| {
                 let fresh = e.at.is_some_and(|at| now.duration_since(at) <= self.stale_after);
-                (k.clone(), e.status.clone().filter(|_| fresh))
+                (k.clone(), Polled { status: e.status.clone().filter(|_| fresh), moved_at: e.moved_at })
             })
             .collect()
+    }
+
+    /// When the job's status last changed target or generation, by a poll or an accepted
+    /// command (the one record of it).
+    pub fn moved_at(&self, job: &str) -> Option<Instant> {
+        self.lock().get(job).and_then(|e| e.moved_at)
     }
 
     /// Takes an accepted command into the known status at once, so the next decision does not
@@ -120,6 +141,7 @@ impl Poller {
         let Some(status) = entry.status.as_mut() else { return };
         if answer.generation >= status.generation && status.workers.target != answer.accepted_target {
             entry.accepted_at = Some(Instant::now());
+            entry.moved_at = entry.accepted_at;
             status.workers.target = answer.accepted_target;
             status.generation = answer.generation;
             if !matches!(status.phase, Phase::Completed | Phase::Failed) {
@@ -137,6 +159,11 @@ impl Poller {
     }
 }
 
+/// Whether the job moved: another target or generation.
+fn moved(old: &Status, new: &Status) -> bool {
+    old.workers.target != new.workers.target || old.generation != new.generation
+}
+
 /// Whether a new status changes anything the decision reads (throughput and progress do not).
 fn differs(old: &Status, new: &Status) -> bool {
     old.phase != new.phase
@@ -145,4 +172,83 @@ fn differs(old: &Status, new: &Status) -> bool {
         || old.worker_resources != new.worker_resources
         || old.rescale_cost_s != new.rescale_cost_s
         || old.worker_release_s != new.worker_release_s
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+    use serde_json::json;
+
+    use super::*;
+    use crate::live::endpoint::{JobEndpoint, JobObject};
+    use crate::live::master::{MasterError, ScaleCommand};
+
+    /// A master that answers with whatever status the test last set.
+    struct Scripted(Mutex<Status>);
+
+    impl JobEndpoint for Scripted {
+        fn describe(&self) -> String {
+            "scripted".into()
+        }
+        fn status(&self) -> BoxFuture<'_, Result<Status, MasterError>> {
+            let s = self.0.lock().unwrap().clone();
+            Box::pin(async move { Ok(s) })
+        }
+        fn scale<'a>(&'a self, _: &'a ScaleCommand) -> BoxFuture<'a, Result<ScaleAccepted, MasterError>> {
+            unreachable!("the poller never scales")
+        }
+    }
+
+    fn status(target: u32, generation: u64) -> Status {
+        serde_json::from_value(json!({
+            "job": "a", "generation": generation, "phase": "Running",
+            "workers": {"current": target, "target": target, "min": 1, "max": 10, "pending": 0},
+            "worker_resources": {"cpu": "1", "memory": "1Gi"},
+            "throughput": {"samples_per_s": 1.0}
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_status_moves_when_its_target_or_generation_changes_by_a_poll_or_an_acceptance() {
+        let master = Arc::new(Scripted(Mutex::new(status(8, 1))));
+        let object = JobObject {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            namespace: "ml".into(),
+            name: "a".into(),
+            uid: None,
+        };
+        let job = DiscoveredJob {
+            namespace: "ml".into(),
+            name: "a".into(),
+            object,
+            endpoint: master.clone(),
+            overrides: Default::default(),
+        };
+        let changed = Arc::new(Notify::new());
+        let poller = Poller::new(Duration::from_secs(1), Duration::from_secs(60), Arc::new(Metrics::new()), changed);
+        let jobs = [job];
+        poller.poll(&jobs).await;
+        let first = poller.moved_at("ml/a").expect("the first status is a move");
+        // The same status again (throughput aside): no move.
+        master.0.lock().unwrap().throughput = None;
+        poller.poll(&jobs).await;
+        assert_eq!(poller.moved_at("ml/a"), Some(first));
+        assert_eq!(poller.statuses()["ml/a"].moved_at, Some(first), "decisions read it with the status");
+        // Someone scaled the job: a move.
+        *master.0.lock().unwrap() = status(6, 2);
+        poller.poll(&jobs).await;
+        let scaled = poller.moved_at("ml/a").unwrap();
+        assert!(scaled > first);
+        // An accepted command moves it at once, before the next poll.
+        poller.accepted("ml/a", &ScaleAccepted { accepted_target: 4, generation: 3 });
+        let accepted = poller.moved_at("ml/a").unwrap();
+        assert!(accepted > scaled);
+        let polled = poller.statuses()["ml/a"].status.clone().unwrap();
+        assert_eq!((polled.workers.target, polled.generation), (4, 3));
+        *master.0.lock().unwrap() = status(4, 3);
+        poller.poll(&jobs).await;
+        assert_eq!(poller.moved_at("ml/a"), Some(accepted), "the master caught up: no move");
+    }
 }
