@@ -13,7 +13,6 @@
 //! dropped because this replica no longer leads is not a failure (no backoff); the deadline it
 //! set is dropped when due, as its deletions would be.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,34 +26,12 @@ use tokio::time::Instant;
 
 use super::forced::{self, Victim};
 use super::gate::{Dropped, Write, WriteGate};
-use super::ledger::{bare, Command, Ledger, Outcome};
+use super::ledger::{bare, Actuation, Command, Ledger, Outcome};
 use super::poller::Poller;
 use super::record::{DecisionRecorder, Record};
-use crate::core::ScaleIntent;
-use crate::live::endpoint::{DiscoveredJob, JobObject};
+use crate::live::endpoint::JobObject;
 use crate::live::master::{MasterError, ScaleAccepted, ScaleCommand};
 use crate::telemetry::Metrics;
-
-/// What one decision asks for: its intents and the jobs they name, with their bounds.
-#[derive(Clone, Default)]
-pub struct Actuation {
-    pub intents: Vec<ScaleIntent>,
-    pub jobs: BTreeMap<String, Bounded>,
-}
-
-/// A discovered job with the bounds of its last status.
-#[derive(Clone)]
-pub struct Bounded {
-    pub job: DiscoveredJob,
-    pub min: u32,
-    pub max: u32,
-    /// The master's target as the decision saw it.
-    pub target: u32,
-    /// The status generation the decision saw.
-    pub generation: u64,
-    /// When that status last changed target or generation ([`Poller::moved_at`]).
-    pub moved_at: Option<std::time::Instant>,
-}
 
 #[derive(Clone, Copy, Debug)]
 pub struct ActuatorConfig {

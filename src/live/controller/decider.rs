@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{watch, Notify};
 
-use super::actuator::{Actuation, Bounded};
 use super::jobs::JobDirectory;
+use super::ledger::{Actuation, Bounded};
 use super::poller::Poller;
 use super::services::ServiceDirectory;
 use crate::core::Core;

@@ -14,10 +14,30 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::actuator::{Actuation, Bounded};
 use super::forced::ShrinkSteps;
 use crate::core::ScaleIntent;
-use crate::live::endpoint::JobObject;
+use crate::live::endpoint::{DiscoveredJob, JobObject};
+
+/// What one decision asks for: its intents and the jobs they name, with their bounds.
+#[derive(Clone, Default)]
+pub struct Actuation {
+    pub intents: Vec<ScaleIntent>,
+    pub jobs: BTreeMap<String, Bounded>,
+}
+
+/// A discovered job with the bounds of its last status.
+#[derive(Clone)]
+pub struct Bounded {
+    pub job: DiscoveredJob,
+    pub min: u32,
+    pub max: u32,
+    /// The master's target as the decision saw it.
+    pub target: u32,
+    /// The status generation the decision saw.
+    pub generation: u64,
+    /// When that status last changed target or generation ([`Poller::moved_at`](super::poller::Poller::moved_at)).
+    pub moved_at: Option<std::time::Instant>,
+}
 
 /// A command the ledger lets out: send it, then report its [`Outcome`].
 #[derive(Clone)]

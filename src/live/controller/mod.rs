@@ -30,9 +30,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::sync::{watch, Notify};
 
-use self::actuator::{Actuation, Actuator, ActuatorConfig};
+use self::actuator::{Actuator, ActuatorConfig};
 use self::decider::Decider;
 use self::jobs::JobDirectory;
+use self::ledger::Actuation;
 use self::masters::{MasterClients, MasterDiscovery};
 use self::poller::Poller;
 use self::record::DecisionRecorder;
