@@ -23,6 +23,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::forecast::slope;
 use super::snapshot::{Job, Snapshot};
 
 /// The speedup exponent assumed until a job has reported throughput at two worker counts.
@@ -67,14 +68,7 @@ impl Scaling {
     /// The job's speedup exponent, if it has run at two worker counts.
     pub fn exponent(&self, job: &str) -> Option<f64> {
         let pts: Vec<(f64, f64)> = self.seen.get(job)?.iter().map(|&(n, t)| (f64::from(n).ln(), t.ln())).collect();
-        if pts.len() < 2 {
-            return None;
-        }
-        let n = pts.len() as f64;
-        let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
-        let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-        let slope = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
-        slope.is_finite().then(|| slope.clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1))
+        slope(&pts).filter(|s| s.is_finite()).map(|s| s.clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1))
     }
 
     /// Samples/s one worker would process, from the latest reading.

@@ -184,8 +184,8 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     (last + rate * horizon.as_secs_f64()) / last
 }
 
-/// Least-squares slope; `None` for fewer than two distinct times.
-fn slope(pts: &[(f64, f64)]) -> Option<f64> {
+/// Least-squares slope; `None` for fewer than two distinct x values.
+pub(super) fn slope(pts: &[(f64, f64)]) -> Option<f64> {
     if pts.len() < 2 {
         return None;
     }

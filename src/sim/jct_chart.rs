@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::chart::{escape, fmt_time, legend, LEFT, PANEL_W};
-use super::report::PolicyResult;
+use super::report::{csv_quote, PolicyResult};
 
 const PANEL_H: f64 = 320.0;
 const TOP: f64 = 40.0;
@@ -105,9 +105,9 @@ pub fn jct_csv(results: &[PolicyResult]) -> String {
             let jct = j.completed_at_s.map(|c| c - j.arrival_s);
             let _ = writeln!(
                 out,
-                "{},\"{}\",{:.1},{},{},{}",
+                "{},{},{:.1},{},{},{}",
                 r.policy,
-                j.name.replace('"', "\"\""),
+                csv_quote(&j.name),
                 j.arrival_s,
                 opt(j.started_at_s),
                 opt(j.completed_at_s),

@@ -274,7 +274,7 @@ pub fn job_workers_csv(policies: &[(&str, &[TimelineRow])], jobs: &[String]) -> 
             for (j, &w) in r.workers.iter().enumerate() {
                 if last[j] != Some(w) {
                     last[j] = Some(w);
-                    let _ = writeln!(out, "{policy},{},\"{}\",{w}", r.t, jobs[j].replace('"', "\"\""));
+                    let _ = writeln!(out, "{policy},{},{},{w}", r.t, csv_quote(&jobs[j]));
                 }
             }
         }
@@ -282,20 +282,24 @@ pub fn job_workers_csv(policies: &[(&str, &[TimelineRow])], jobs: &[String]) -> 
     out
 }
 
+/// A CSV field in double quotes, its own quotes doubled.
+pub fn csv_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
 /// intents.csv: what the `colocate` policy decided, when, and why (one row per intent).
 pub fn intents_csv(intents: &[(f64, ScaleIntent)]) -> String {
     let mut out = String::from("t_s,job,from,target,reason,release_pods,why\n");
     for (t, i) in intents {
-        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
         let _ = writeln!(
             out,
             "{t},{},{},{},{},{},{}",
-            quote(&i.job),
+            csv_quote(&i.job),
             i.from,
             i.target,
             i.reason,
-            quote(&i.release_pods.join(" ")),
-            quote(&i.why)
+            csv_quote(&i.release_pods.join(" ")),
+            csv_quote(&i.why)
         );
     }
     out
