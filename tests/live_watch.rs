@@ -120,16 +120,14 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
     // kwok marks the pods Ready shortly; wait until the view shows all of them ready.
     let deadline = Instant::now() + Duration::from_secs(60);
     let snap = loop {
-        let (nodes, pods, hpas) = (caches.nodes.state(), caches.pods.state(), caches.hpas.state());
-        let inputs = Inputs {
-            now: Duration::from_secs(1_000),
-            nodes: &nodes,
-            pods: &pods,
-            hpas: &hpas,
-            services: &services,
-            jobs: &jobs,
+        let hpas = caches.hpas.state();
+        let inputs = Inputs { now: Duration::from_secs(1_000), hpas: &hpas, services: &services, jobs: &jobs };
+        // The state is held for the snapshot only, never across the wait below.
+        let (snap, problems) = {
+            let mut state = caches.state();
+            let (snap, problems) = snapshot(&mut state, &inputs);
+            (snap.clone(), problems)
         };
-        let (snap, problems) = snapshot(&inputs);
         assert!(problems.is_empty(), "{problems:?}");
         let ready = snap.pods.iter().filter(|p| p.ready).count();
         let hpa_seen = snap.services[0].hpa.as_ref().is_some_and(|h| h.desired_replicas == 4);

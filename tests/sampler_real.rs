@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use colocate::core::Snapshot;
 use colocate::live::config::{MetricSource, ServiceSource};
 use colocate::live::sampler::{Sampler, ServiceReading};
+use colocate::live::state::ClusterState;
 use colocate::live::view::{snapshot, Inputs, OnlineService};
 use colocate::telemetry::metrics::{
     Metrics, SAMPLES_STALE_TOTAL, SAMPLE_AGE_SECONDS, SAMPLE_ERRORS_TOTAL, SERVICE_LOAD,
@@ -312,10 +313,11 @@ fn view(services: &[ServiceSource], readings: &BTreeMap<String, ServiceReading>)
         })
         .collect();
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).expect("after 1970");
-    let inputs = Inputs { now, nodes: &[], pods: &[], hpas: &[], services: &online, jobs: &[] };
-    let (snap, problems) = snapshot(&inputs);
+    let inputs = Inputs { now, hpas: &[], services: &online, jobs: &[] };
+    let mut state = ClusterState::default();
+    let (snap, problems) = snapshot(&mut state, &inputs);
     assert!(problems.is_empty(), "{problems:?}");
-    snap
+    snap.clone()
 }
 
 fn snapshot_load(snap: &Snapshot, service: &str) -> f64 {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::resources::Resources;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     /// Time of the snapshot, on a clock the caller owns (simulated seconds or Unix time).
     pub now: Duration,

@@ -9,6 +9,7 @@ pub mod lease;
 pub mod master;
 pub mod sampler;
 pub mod selector;
+pub mod state;
 pub mod tls;
 pub mod translate;
 pub mod view;

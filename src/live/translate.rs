@@ -134,9 +134,10 @@ pub fn pod_is_ready(p: &KubePod) -> bool {
 
 /// Training pods are recognised by the protocol labels; online pods by the services whose
 /// selectors match them (HPA scale targets or configured selectors); the rest is system.
-pub fn classify(p: &KubePod, online: &[(String, crate::live::selector::LabelSelector)]) -> PodClass {
-    let empty = BTreeMap::new();
-    let labels = p.metadata.labels.as_ref().unwrap_or(&empty);
+pub fn classify(
+    labels: &BTreeMap<String, String>,
+    online: &[(String, crate::live::selector::LabelSelector)],
+) -> PodClass {
     if let Some(job) = labels.get(JOB_LABEL) {
         match labels.get(ROLE_LABEL).map(String::as_str) {
             Some("worker") => return PodClass::Worker { job: job.clone() },
@@ -325,7 +326,7 @@ mod tests {
 
     #[test]
     fn classification_by_protocol_labels_and_service_selectors() {
-        let pod = |labels: serde_json::Value| -> KubePod { from(json!({"metadata": {"name": "p", "labels": labels}})) };
+        let pod = |labels: serde_json::Value| -> BTreeMap<String, String> { from(labels) };
         let online = vec![("nginx".to_string(), LabelSelector::parse("app=nginx").unwrap())];
         assert_eq!(
             classify(&pod(json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"})), &online),

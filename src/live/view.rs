@@ -1,19 +1,19 @@
-//! The cluster as the decision core sees it, built from reflector contents, master statuses
-//! and samples. A pure function of its inputs, so it is tested without a cluster; the live
-//! loop calls it with the reflector stores' state.
+//! The cluster as the decision core sees it: the cluster state (`live::state`, kept up to date
+//! by the watches) completed with the services, their samples and what the masters report. A
+//! pure function of its inputs, so it is tested without a cluster.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 
 use super::master::types::{Phase, Status};
 use super::selector::LabelSelector;
+use super::state::{Classifier, ClusterState, DEFAULT_GRACE};
 use super::translate::{self, JobOverrides};
 use crate::core::resources::{parse_cpu, parse_memory};
-use crate::core::{Job, Latency, Pod, PodClass, Resources, Sample, Service, Snapshot, WorkReport};
+use crate::core::{Job, Latency, PodClass, Resources, Sample, Service, Snapshot, WorkReport};
 
 /// An online service with what is known about it right now.
 #[derive(Clone, Debug)]
@@ -53,22 +53,18 @@ impl JobSource {
     }
 }
 
-/// Everything a snapshot is made of.
+/// What a snapshot is made of besides the cluster state.
 pub struct Inputs<'a> {
     pub now: Duration,
-    pub nodes: &'a [Arc<KubeNode>],
-    pub pods: &'a [Arc<KubePod>],
     pub hpas: &'a [Arc<HorizontalPodAutoscaler>],
     pub services: &'a [OnlineService],
     pub jobs: &'a [JobSource],
 }
 
-/// The snapshot, and what could not be used (each a sentence naming the object).
-pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
-    let mut problems = Vec::new();
-    let nodes =
-        inputs.nodes.iter().filter_map(|n| translate::node(n).map_err(|e| problems.push(e.to_string())).ok()).collect();
-
+/// The snapshot of the state with these services and jobs, and what could not be used (each a
+/// sentence naming the object).
+pub fn snapshot<'s>(state: &'s mut ClusterState, inputs: &Inputs) -> (&'s Snapshot, Vec<String>) {
+    let mut problems: Vec<String> = state.problems().cloned().collect();
     let mut managed: BTreeMap<String, &JobSource> = BTreeMap::new();
     for j in inputs.jobs {
         match &j.status {
@@ -79,51 +75,29 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
             None => problems.push(format!("job {}: master unreachable; its workers are left as they are", j.key())),
         }
     }
-
-    // Service selectors grouped once by namespace: a selector only applies in its namespace,
-    // and there are far more pods than services.
-    let mut by_namespace: BTreeMap<&str, Vec<(String, LabelSelector)>> = BTreeMap::new();
+    let mut classifier = Classifier { managed: managed.keys().cloned().collect(), ..Classifier::default() };
     for s in inputs.services {
         if let Some(sel) = &s.selector {
-            by_namespace.entry(s.namespace.as_str()).or_default().push((s.key(), sel.clone()));
+            classifier.selectors.entry(s.namespace.clone()).or_default().push((s.key(), sel.clone()));
         }
     }
-    let mut replica: BTreeMap<String, Resources> = BTreeMap::new();
-    // Per job: the longest termination grace period of its workers, its release latency when
-    // the master does not announce one.
-    let mut grace: BTreeMap<String, Duration> = BTreeMap::new();
-    let mut pods = Vec::with_capacity(inputs.pods.len());
-    for p in inputs.pods {
-        if translate::pod_is_finished(p) {
-            continue;
-        }
-        let namespace = p.metadata.namespace.clone().unwrap_or_default();
-        let requests = match translate::pod_requests(p) {
-            Ok(r) => r,
-            Err(e) => {
-                problems.push(e.to_string());
-                continue;
+    state.set_classifier(classifier);
+
+    // One replica's requests per service, and per job the longest termination grace period of
+    // its workers (its release latency when the master does not announce one).
+    let mut replica: BTreeMap<&str, Resources> = BTreeMap::new();
+    let mut grace: BTreeMap<&str, Duration> = BTreeMap::new();
+    for (p, g) in state.pods_with_grace() {
+        match &p.class {
+            PodClass::Online { service } if !replica.contains_key(service.as_str()) => {
+                replica.insert(service.as_str(), p.requests);
             }
-        };
-        let selectors = by_namespace.get(namespace.as_str()).map_or(&[][..], Vec::as_slice);
-        let class = pod_class(p, &namespace, selectors, &managed);
-        if let PodClass::Online { service } = &class {
-            replica.entry(service.clone()).or_insert(requests);
+            PodClass::Worker { job } => {
+                let e = grace.entry(job.as_str()).or_default();
+                *e = (*e).max(g);
+            }
+            _ => {}
         }
-        if let PodClass::Worker { job } = &class {
-            let seconds = p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds);
-            let g = Duration::from_secs(seconds.map_or(DEFAULT_GRACE_S, |s| s.max(0).unsigned_abs()));
-            let e = grace.entry(job.clone()).or_default();
-            *e = (*e).max(g);
-        }
-        pods.push(Pod {
-            name: format!("{namespace}/{}", p.metadata.name.as_deref().unwrap_or("")),
-            class,
-            node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
-            requests,
-            ready: translate::pod_is_ready(p),
-            terminating: p.metadata.deletion_timestamp.is_some(),
-        });
     }
 
     let services = inputs
@@ -142,7 +116,7 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
                 found.map(|h| translate::hpa(h))
             });
             Service {
-                replica: replica.get(&key).copied().unwrap_or_default(),
+                replica: replica.get(key.as_str()).copied().unwrap_or_default(),
                 name: key,
                 hpa,
                 load: s.load.clone(),
@@ -155,37 +129,12 @@ pub fn snapshot(inputs: &Inputs) -> (Snapshot, Vec<String>) {
         .iter()
         .filter_map(|(key, j)| {
             let status = j.status.as_ref()?;
-            let grace = grace.get(key).copied().unwrap_or(Duration::from_secs(DEFAULT_GRACE_S));
+            let grace = grace.get(key.as_str()).copied().unwrap_or(DEFAULT_GRACE);
             job(key, j, status, grace).map_err(|e| problems.push(e)).ok()
         })
         .collect();
-    (Snapshot { now: inputs.now, nodes, pods, services, jobs }, problems)
+    (state.snapshot(inputs.now, services, jobs), problems)
 }
-
-/// Class of a pod, with job and service names qualified by namespace; workers of jobs whose
-/// master is not answering are left alone like any other unmanaged pod.
-fn pod_class(
-    p: &KubePod,
-    namespace: &str,
-    selectors: &[(String, LabelSelector)],
-    managed: &BTreeMap<String, &JobSource>,
-) -> PodClass {
-    match translate::classify(p, selectors) {
-        PodClass::Worker { job } => {
-            let key = format!("{namespace}/{job}");
-            if managed.contains_key(&key) {
-                PodClass::Worker { job: key }
-            } else {
-                PodClass::System
-            }
-        }
-        PodClass::Master { job } => PodClass::Master { job: format!("{namespace}/{job}") },
-        other => other,
-    }
-}
-
-/// Kubernetes' default `terminationGracePeriodSeconds`.
-const DEFAULT_GRACE_S: u64 = 30;
 
 /// Longest `worker_release_s` taken from a master (an hour); beyond it, or negative, or not a
 /// number, the pods' grace period is used.
@@ -237,6 +186,7 @@ fn work_report(status: &Status) -> Option<WorkReport> {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
     use serde_json::json;
 
     use super::*;
@@ -245,19 +195,19 @@ mod tests {
         serde_json::from_value(v).expect("valid object")
     }
 
-    fn node(name: &str) -> Arc<KubeNode> {
-        Arc::new(from(json!({
+    fn node(name: &str) -> KubeNode {
+        from(json!({
             "metadata": {"name": name},
             "status": {"allocatable": {"cpu": "32", "memory": "128Gi"}, "conditions": [{"type": "Ready", "status": "True"}]}
-        })))
+        }))
     }
 
-    fn pod(ns: &str, name: &str, labels: serde_json::Value, node: Option<&str>, cpu: &str) -> Arc<KubePod> {
-        Arc::new(from(json!({
+    fn pod(ns: &str, name: &str, labels: serde_json::Value, node: Option<&str>, cpu: &str) -> KubePod {
+        from(json!({
             "metadata": {"namespace": ns, "name": name, "labels": labels},
             "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-        })))
+        }))
     }
 
     fn status(job: &str, current: u32, target: u32) -> Status {
@@ -311,15 +261,9 @@ mod tests {
             p99: None,
         }];
         let jobs = [source("ml", "wd", Some(status("wd", 1, 2)))];
-        let inputs = Inputs {
-            now: Duration::from_secs(7),
-            nodes: &nodes,
-            pods: &pods,
-            hpas: &hpas,
-            services: &services,
-            jobs: &jobs,
-        };
-        let (snap, problems) = snapshot(&inputs);
+        let inputs = Inputs { now: Duration::from_secs(7), hpas: &hpas, services: &services, jobs: &jobs };
+        let mut state = ClusterState::from_objects(&nodes, &pods);
+        let (snap, problems) = snapshot(&mut state, &inputs);
         assert!(problems.is_empty(), "{problems:?}");
         let class = |name: &str| snap.pods.iter().find(|p| p.name == name).map(|p| p.class.clone()).unwrap();
         assert_eq!(class("web/nginx-1"), PodClass::Online { service: "web/nginx".into() });
@@ -342,8 +286,9 @@ mod tests {
         let pods =
             [pod("ml", "wd-w-0", json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"}), Some("n1"), "2")];
         let jobs = [source("ml", "wd", None)];
-        let inputs = Inputs { now: Duration::ZERO, nodes: &nodes, pods: &pods, hpas: &[], services: &[], jobs: &jobs };
-        let (snap, problems) = snapshot(&inputs);
+        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+        let mut state = ClusterState::from_objects(&nodes, &pods);
+        let (snap, problems) = snapshot(&mut state, &inputs);
         assert!(snap.jobs.is_empty());
         assert_eq!(snap.pods[0].class, PodClass::System, "still counted as allocated, never released");
         assert_eq!(problems, ["job ml/wd: master unreachable; its workers are left as they are"]);
@@ -356,8 +301,9 @@ mod tests {
         let mut broken = source("ml", "bad", Some(status("bad", 1, 1)));
         broken.status.as_mut().unwrap().worker_resources.cpu.0 = "two".into();
         let jobs = [j, broken];
-        let inputs = Inputs { now: Duration::ZERO, nodes: &[], pods: &[], hpas: &[], services: &[], jobs: &jobs };
-        let (snap, problems) = snapshot(&inputs);
+        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+        let mut state = ClusterState::default();
+        let (snap, problems) = snapshot(&mut state, &inputs);
         let job = &snap.jobs[0];
         assert_eq!((job.priority, job.weight, job.min_workers, job.max_workers), (7, 3.0, 2, 8));
         assert_eq!(snap.jobs.len(), 1);
@@ -374,8 +320,8 @@ mod tests {
             st["progress"] = progress;
             st["throughput"] = throughput;
             let jobs = [source("ml", "wd", Some(from(st)))];
-            let inputs = Inputs { now: Duration::ZERO, nodes: &[], pods: &[], hpas: &[], services: &[], jobs: &jobs };
-            snapshot(&inputs).0.jobs[0].work
+            let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+            snapshot(&mut ClusterState::default(), &inputs).0.jobs[0].work
         };
         let work = with(json!({"done": 250, "total": 1000}), json!({"samples_per_s": 40.5}));
         assert_eq!(work, Some(WorkReport { done: 250.0, total: 1000.0, throughput: Some(40.5), workers: 4 }));

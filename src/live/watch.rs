@@ -1,32 +1,43 @@
-//! Cluster-wide reflectors of the objects the controller decides on: Nodes, Pods,
-//! HorizontalPodAutoscalers (autoscaling/v2) and master Services. Objects are stripped of what
-//! the decision never reads before they are stored (managed fields, most annotations, images,
+//! Cluster-wide watches of the objects the controller decides on. Nodes and Pods go into the
+//! cluster state (`live::state`), translated as they change; HorizontalPodAutoscalers
+//! (autoscaling/v2) and master Services into reflector stores. Objects are stripped of what the
+//! decision never reads before they are kept (managed fields, most annotations, images,
 //! container details), to keep memory low on large clusters. Every change wakes the decision
 //! loop; watch errors are counted and retried with backoff.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::{future, StreamExt};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::runtime::reflector::{self, store::Writer, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
-use tokio::sync::Notify;
+use thiserror::Error;
+use tokio::sync::{watch, Notify};
 
+use super::state::{lock, ClusterState, SharedState};
 use super::translate::MASTER_LABEL;
 
-/// Read handles of the four caches.
+/// Read handles of the caches.
 #[derive(Clone)]
 pub struct Caches {
-    pub nodes: Store<Node>,
-    pub pods: Store<Pod>,
+    /// Nodes and Pods as the core sees them.
+    pub state: SharedState,
+    /// Becomes true once the state holds the first complete lists of both kinds.
+    listed: watch::Receiver<bool>,
     pub hpas: Store<HorizontalPodAutoscaler>,
     pub masters: Store<Service>,
 }
+
+/// A watch ended before the caches were filled (the process is shutting down).
+#[derive(Debug, Error)]
+#[error("a watch stopped before the caches were filled")]
+pub struct WatchStopped;
 
 /// Watch health, exported as metrics.
 #[derive(Default, Debug)]
@@ -53,22 +64,76 @@ impl Caches {
     /// Starts nothing by itself: returns the caches and the futures that fill them (spawn
     /// them). `changed` is notified on every event.
     pub fn new(client: Client, changed: Arc<Notify>, stats: Arc<WatchStats>) -> (Caches, Vec<Driver>) {
-        let (nodes, d0) =
-            reflect(Api::all(client.clone()), watcher::Config::default(), strip_node, 0, &changed, &stats);
-        let (pods, d1) = reflect(Api::all(client.clone()), watcher::Config::default(), strip_pod, 1, &changed, &stats);
+        let state = Arc::new(Mutex::new(ClusterState::default()));
+        let (listed_tx, listed) = watch::channel(false);
+        let listed_tx = Arc::new(listed_tx);
+        let d0 = {
+            let (state, listed_tx) = (state.clone(), listed_tx.clone());
+            let apply = move |e: &Event<Node>| {
+                let mut s = lock(&state);
+                s.apply_node(e);
+                if s.is_listed() {
+                    listed_tx.send_if_modified(|l| !std::mem::replace(l, true));
+                }
+            };
+            state_driver(Api::all(client.clone()), strip_node, apply, 0, &changed, &stats)
+        };
+        let d1 = {
+            let (state, listed_tx) = (state.clone(), listed_tx.clone());
+            let apply = move |e: &Event<Pod>| {
+                let mut s = lock(&state);
+                s.apply_pod(e);
+                if s.is_listed() {
+                    listed_tx.send_if_modified(|l| !std::mem::replace(l, true));
+                }
+            };
+            state_driver(Api::all(client.clone()), strip_pod, apply, 1, &changed, &stats)
+        };
         let (hpas, d2) = reflect(Api::all(client.clone()), watcher::Config::default(), strip_meta, 2, &changed, &stats);
         let masters_only = watcher::Config::default().labels(&format!("{MASTER_LABEL}=true"));
         let (masters, d3) = reflect(Api::all(client), masters_only, strip_service, 3, &changed, &stats);
-        (Caches { nodes, pods, hpas, masters }, vec![d0, d1, d2, d3])
+        (Caches { state, listed, hpas, masters }, vec![d0, d1, d2, d3])
     }
 
     /// Resolves once every cache has seen its initial list: never decide on a partial view.
-    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.nodes.wait_until_ready().await?;
-        self.pods.wait_until_ready().await?;
-        self.hpas.wait_until_ready().await?;
-        self.masters.wait_until_ready().await
+    pub async fn wait_until_ready(&self) -> Result<(), WatchStopped> {
+        self.listed.clone().wait_for(|l| *l).await.map_err(|_| WatchStopped)?;
+        self.hpas.wait_until_ready().await.map_err(|_| WatchStopped)?;
+        self.masters.wait_until_ready().await.map_err(|_| WatchStopped)
     }
+
+    /// The cluster state, for one decision or one read: held briefly, never across an await.
+    pub fn state(&self) -> MutexGuard<'_, ClusterState> {
+        lock(&self.state)
+    }
+}
+
+fn state_driver<K>(
+    api: Api<K>,
+    strip: fn(&mut K),
+    apply: impl FnMut(&Event<K>) + Send + 'static,
+    kind: usize,
+    changed: &Arc<Notify>,
+    stats: &Arc<WatchStats>,
+) -> Driver
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (on_event, on_error) = (stats.clone(), stats.clone());
+    drive(
+        api,
+        watcher::Config::default(),
+        strip,
+        apply,
+        KINDS[kind],
+        changed.clone(),
+        move || {
+            on_event.events.fetch_add(1, Ordering::Relaxed);
+        },
+        move || {
+            on_error.restarts[kind].fetch_add(1, Ordering::Relaxed);
+        },
+    )
 }
 
 fn reflect<K>(
@@ -83,13 +148,13 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let (reader, writer) = reflector::store();
+    let (reader, mut writer) = reflector::store();
     let (on_event, on_error) = (stats.clone(), stats.clone());
     let driver = drive(
         api,
         config,
         strip,
-        writer,
+        move |e: &Event<K>| writer.apply_watcher_event(e),
         KINDS[kind],
         changed.clone(),
         move || {
@@ -102,7 +167,8 @@ where
     (reader, driver)
 }
 
-/// Drives one reflector into `writer`: every event wakes `changed` and is counted by
+/// Drives one watch into `apply` (a reflector store's writer, or the cluster state): every
+/// event wakes `changed` and is counted by
 /// `on_event`; every watch error is counted by `on_error` and logged, and the watcher restarts
 /// with backoff. The one watch loop of the controller: the caches here and the adapters' job
 /// watches run it.
@@ -111,7 +177,7 @@ pub fn drive<K>(
     api: Api<K>,
     config: watcher::Config,
     strip: fn(&mut K),
-    writer: Writer<K>,
+    mut apply: impl FnMut(&Event<K>) + Send + 'static,
     kind: &str,
     changed: Arc<Notify>,
     on_event: impl Fn() + Send + 'static,
@@ -119,13 +185,13 @@ pub fn drive<K>(
 ) -> Driver
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     let kind = kind.to_string();
-    let stream = watcher(api, config).default_backoff().modify(strip).reflect(writer);
+    let stream = watcher::watcher(api, config).default_backoff().modify(strip);
     Box::pin(stream.for_each(move |event| {
         match event {
-            Ok(_) => {
+            Ok(e) => {
+                apply(&e);
                 on_event();
                 changed.notify_one();
             }

@@ -83,7 +83,7 @@ impl AdapterJobs {
                 }
             };
             let has_scale = caps.subresources.iter().any(|(r, _)| r.plural == "scale");
-            let writer = Writer::new(resource.clone());
+            let mut writer = Writer::new(resource.clone());
             let store = writer.as_reader();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
             let config = watcher::Config::default().labels(&format!("{ELASTIC_LABEL}=true"));
@@ -92,7 +92,7 @@ impl AdapterJobs {
                 api,
                 config,
                 strip,
-                writer,
+                move |e: &watcher::Event<DynamicObject>| writer.apply_watcher_event(e),
                 &name,
                 Arc::clone(&changed),
                 || {},

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Preconditions};
-use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -31,6 +30,7 @@ use super::poller::Poller;
 use super::record::{DecisionRecorder, Record};
 use crate::live::endpoint::JobObject;
 use crate::live::master::{MasterError, ScaleAccepted, ScaleCommand};
+use crate::live::state::{lock, SharedState};
 use crate::telemetry::Metrics;
 
 #[derive(Clone, Copy, Debug)]
@@ -52,7 +52,8 @@ struct Sent {
 pub struct Actuator {
     pub config: ActuatorConfig,
     pub client: Client,
-    pub pods: Store<Pod>,
+    /// The cluster state: the workers to delete past a deadline are found there.
+    pub state: SharedState,
     pub poller: Arc<Poller>,
     pub metrics: Arc<Metrics>,
     pub recorder: Arc<DecisionRecorder>,
@@ -193,9 +194,9 @@ impl Actuator {
         if due.is_empty() {
             return;
         }
-        let pods = self.pods.state();
         for (d, target) in due {
-            let victims = forced::choose(&pods, &d.namespace, &d.job, target, d.min, &d.release_pods);
+            let workers = lock(&self.state).workers_of(&d.namespace, &d.job);
+            let victims = forced::choose(&workers, target, d.min, &d.release_pods);
             if victims.is_empty() {
                 continue;
             }

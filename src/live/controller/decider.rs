@@ -81,8 +81,6 @@ impl Decider {
         self.services.resolve(&hpas).await;
         let started = Instant::now();
         let now = SystemTime::now();
-        let nodes = self.caches.nodes.state();
-        let pods = self.caches.pods.state();
         let (services, mut problems) = self.services.services(&hpas, &(self.readings)(now));
         let (discovered, job_problems) = self.jobs.jobs();
         problems.extend(job_problems);
@@ -100,13 +98,15 @@ impl Decider {
             .collect();
         let inputs = Inputs {
             now: now.duration_since(UNIX_EPOCH).unwrap_or_default(),
-            nodes: &nodes,
-            pods: &pods,
             hpas: &hpas,
             services: &services,
             jobs: &sources,
         };
-        let (snap, view_problems) = view::snapshot(&inputs);
+        // The state is held for the decision only: watch events wait meanwhile, so the
+        // snapshot is one consistent picture, and nothing is copied out of it.
+        let shared = self.caches.state.clone();
+        let mut state = crate::live::state::lock(&shared);
+        let (snap, view_problems) = view::snapshot(&mut state, &inputs);
         problems.extend(view_problems);
         let span = tracing::info_span!(
             "decision",
@@ -116,8 +116,8 @@ impl Decider {
             intents = tracing::field::Empty
         );
         let _entered = span.enter();
-        let decision = self.core.decide(&snap);
-        let fresh = self.metrics.observe_decision(&decision, &snap, started.elapsed());
+        let decision = self.core.decide(snap);
+        let fresh = self.metrics.observe_decision(&decision, snap, started.elapsed());
         self.metrics.record_decision();
         span.record("intents", decision.intents.len());
         self.log_problems(problems, &decision.notes);
@@ -140,6 +140,7 @@ impl Decider {
                 Some((j.name.clone(), bounded))
             })
             .collect();
+        drop(state);
         let actuation = Actuation { intents: decision.intents, jobs };
         let leading = *self.leader.borrow();
         for i in &actuation.intents {

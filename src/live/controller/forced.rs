@@ -1,13 +1,12 @@
 //! Past a shrink's deadline the controller removes workers itself (master protocol v1,
-//! `deadline_s`). Which ones, and how many, is decided here from the pod cache; pure.
+//! `deadline_s`). Which ones, and how many, is decided here from the job's worker pods as the
+//! cluster state holds them; pure.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use tokio::time::Instant;
 
-use crate::live::translate::{self, JOB_LABEL, ROLE_LABEL};
+use crate::live::state::WorkerPod;
 
 /// A worker pod to delete, with the uid it must still have (a StatefulSet may have replaced
 /// the pod under the same name since, and that one must not be deleted).
@@ -63,53 +62,28 @@ impl ShrinkSteps {
 /// terminating or finished ones are already leaving. Order: the pods the command named (in its
 /// order), then the rest by name, last first (the newest ordinals of StatefulSets; arbitrary
 /// but stable otherwise).
-pub fn choose(pods: &[Arc<Pod>], namespace: &str, job: &str, target: u32, min: u32, named: &[String]) -> Vec<Victim> {
-    let mut live: Vec<&Pod> = pods
-        .iter()
-        .map(Arc::as_ref)
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|p| is_worker_of(p, job))
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && !translate::pod_is_finished(p))
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-        .collect();
+pub fn choose(workers: &[WorkerPod], target: u32, min: u32, named: &[String]) -> Vec<Victim> {
+    let mut live: Vec<&WorkerPod> = workers.iter().filter(|w| w.holding).collect();
     let keep = target.max(min) as usize;
     if live.len() <= keep {
         return Vec::new();
     }
-    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
-    let rank = |p: &Pod| {
-        let n = name(p);
-        let named_at = named.iter().position(|x| *x == n).unwrap_or(usize::MAX);
-        (named_at, std::cmp::Reverse(n))
+    let rank = |w: &WorkerPod| {
+        let named_at = named.iter().position(|x| *x == w.name).unwrap_or(usize::MAX);
+        (named_at, std::cmp::Reverse(w.name.clone()))
     };
-    live.sort_by_key(|p| rank(p));
+    live.sort_by_key(|w| rank(w));
     let excess = live.len() - keep;
-    live.into_iter().take(excess).map(|p| Victim { name: name(p), uid: p.metadata.uid.clone() }).collect()
-}
-
-fn is_worker_of(p: &Pod, job: &str) -> bool {
-    let labels = p.metadata.labels.as_ref();
-    labels.and_then(|l| l.get(JOB_LABEL)).is_some_and(|j| j == job)
-        && labels.and_then(|l| l.get(ROLE_LABEL)).is_some_and(|r| r == "worker")
+    live.into_iter().take(excess).map(|w| Victim { name: w.name.clone(), uid: w.uid.clone() }).collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
 
     use super::*;
 
-    fn worker(name: &str, job: &str, node: Option<&str>, terminating: bool) -> Arc<Pod> {
-        let mut v = json!({
-            "metadata": {"namespace": "ml", "name": name, "uid": format!("uid-{name}"),
-                "labels": {"colocate.dev/job": job, "colocate.dev/role": "worker"}},
-            "spec": {"nodeName": node, "containers": []},
-            "status": {"phase": "Running"}
-        });
-        if terminating {
-            v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        }
-        Arc::new(serde_json::from_value(v).unwrap())
+    fn worker(name: &str, node: Option<&str>, terminating: bool) -> WorkerPod {
+        WorkerPod { name: name.into(), uid: Some(format!("uid-{name}")), holding: node.is_some() && !terminating }
     }
 
     fn names(v: &[Victim]) -> Vec<&str> {
@@ -137,14 +111,13 @@ mod tests {
     #[test]
     fn named_first_then_last_by_name_and_pending_ones_are_left() {
         let pods = [
-            worker("w-0", "wd", Some("n1"), false),
-            worker("w-1", "wd", Some("n1"), false),
-            worker("w-2", "wd", None, false),
-            worker("w-3", "wd", Some("n2"), false),
-            worker("w-4", "wd", Some("n2"), false),
-            worker("other-0", "other", Some("n1"), false),
+            worker("w-0", Some("n1"), false),
+            worker("w-1", Some("n1"), false),
+            worker("w-2", None, false),
+            worker("w-3", Some("n2"), false),
+            worker("w-4", Some("n2"), false),
         ];
-        let v = choose(&pods, "ml", "wd", 1, 1, &["w-1".to_string(), "gone".to_string()]);
+        let v = choose(&pods, 1, 1, &["w-1".to_string(), "gone".to_string()]);
         assert_eq!(names(&v), ["w-1", "w-4", "w-3"], "4 bound, keep 1; w-2 is pending");
         assert_eq!(v[0].uid.as_deref(), Some("uid-w-1"));
     }
@@ -152,13 +125,12 @@ mod tests {
     #[test]
     fn never_below_the_floor_and_leaving_pods_do_not_count() {
         let pods = [
-            worker("w-0", "wd", Some("n1"), false),
-            worker("w-1", "wd", Some("n1"), true),
-            worker("w-2", "wd", Some("n1"), false),
-            worker("w-3", "wd", Some("n1"), false),
+            worker("w-0", Some("n1"), false),
+            worker("w-1", Some("n1"), true),
+            worker("w-2", Some("n1"), false),
+            worker("w-3", Some("n1"), false),
         ];
-        assert_eq!(names(&choose(&pods, "ml", "wd", 0, 2, &[])), ["w-3"], "target 0 but floor 2");
-        assert!(choose(&pods, "ml", "wd", 3, 1, &[]).is_empty(), "3 live workers, target 3");
-        assert!(choose(&pods, "other-ns", "wd", 0, 0, &[]).is_empty());
+        assert_eq!(names(&choose(&pods, 0, 2, &[])), ["w-3"], "target 0 but floor 2");
+        assert!(choose(&pods, 3, 1, &[]).is_empty(), "3 live workers, target 3");
     }
 }

@@ -3,18 +3,18 @@
 
 use kube::runtime::reflector::Store;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 
 use super::masters::MasterDiscovery;
 use crate::live::adapters::AdapterJobs;
 use crate::live::endpoint::DiscoveredJob;
-use crate::live::translate::MASTER_LABEL;
+use crate::live::state::{lock, SharedState};
 
 pub struct JobDirectory {
     pub masters: MasterDiscovery,
     pub master_services: Store<Service>,
-    /// Every pod (the pods reflector); the master Pods are picked out of it.
-    pub pods: Store<Pod>,
+    /// The cluster state, which keeps the master Pods.
+    pub state: SharedState,
     pub adapters: Option<AdapterJobs>,
     /// Only jobs in these namespaces are steered (run.job_namespaces); empty: every namespace.
     /// Workers of other jobs are then ordinary pods to the decision: load it cannot move.
@@ -25,9 +25,7 @@ impl JobDirectory {
     /// The jobs found now, by key, and a sentence for each object that cannot be used. A job
     /// found twice (a master and an adapter) is steered through the first found, the master.
     pub fn jobs(&self) -> (Vec<DiscoveredJob>, Vec<String>) {
-        let is_master =
-            |p: &Pod| p.metadata.labels.as_ref().and_then(|l| l.get(MASTER_LABEL)).is_some_and(|v| v == "true");
-        let master_pods: Vec<_> = self.pods.state().into_iter().filter(|p| is_master(p)).collect();
+        let master_pods = lock(&self.state).master_pods();
         let (mut jobs, mut problems) = self.masters.jobs(&self.master_services.state(), &master_pods);
         if let Some(adapters) = &self.adapters {
             let (more, more_problems) = adapters.jobs();
@@ -73,11 +71,11 @@ mod tests {
         for (namespace, job) in [("ml", "wd"), ("research", "bert"), ("web", "stray")] {
             writer.apply_watcher_event(&Event::Apply(master_service(namespace, job)));
         }
-        let (pods, _pod_writer) = store::<Pod>();
+        let state = SharedState::default();
         let directory = |namespaces: &[&str]| JobDirectory {
             masters: MasterDiscovery::new(Box::new(PlainClients)),
             master_services: services.clone(),
-            pods: pods.clone(),
+            state: state.clone(),
             adapters: None,
             namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
         };

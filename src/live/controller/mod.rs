@@ -172,7 +172,7 @@ pub async fn run(
     let directory = Arc::new(JobDirectory {
         masters: MasterDiscovery::new(Box::new(factory)),
         master_services: caches.masters.clone(),
-        pods: caches.pods.clone(),
+        state: caches.state.clone(),
         adapters: adapters.clone(),
         namespaces: config.job_namespaces.clone(),
     });
@@ -195,7 +195,7 @@ pub async fn run(
             if let Some(a) = &directory.adapters {
                 a.wait_until_ready().await;
             }
-            Ok::<(), kube::runtime::reflector::store::WriterDropped>(())
+            Ok::<(), crate::live::watch::WatchStopped>(())
         } => ready.map_err(|_| StartError::ReflectorsStopped)?,
         _ = stopped() => {
             finish(&elector, campaign, reflectors, server, leader_metric).await;
@@ -205,8 +205,8 @@ pub async fn run(
     health.set_synced();
     metrics.set_reflectors_ready(true);
     tracing::info!(
-        nodes = caches.nodes.state().len(),
-        pods = caches.pods.state().len(),
+        nodes = caches.state().node_count(),
+        pods = caches.state().pod_count(),
         hpas = caches.hpas.state().len(),
         "reflectors synced"
     );
@@ -265,7 +265,7 @@ pub async fn run(
             max_backoff: Duration::from_secs(30),
         },
         client: client.clone(),
-        pods: caches.pods.clone(),
+        state: caches.state.clone(),
         poller: poller.clone(),
         metrics: metrics.clone(),
         recorder: Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone())),
