@@ -187,6 +187,7 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
             "forced_preemptions": sum_series(&m, "colocate_forced_preemptions_total{")},
         "wall_seconds": r1(started.elapsed()),
     });
+    let report = with_headline(report);
     let text = serde_json::to_string_pretty(&report).unwrap();
     let path = cluster::report_dir().join(report_name);
     std::fs::write(&path, &text).unwrap();
@@ -211,6 +212,28 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
     );
     assert!(grows >= 1.0 && workers_filled > 2 * layout.jobs as u64, "the jobs did not grow: {workers_filled} workers");
     assert!(shrinks >= 1.0, "no online-headroom intent after three HPAs decided 10% more replicas");
+}
+
+/// The report with the figures the scale issue names at its top level, each read from where
+/// the report has it: nodes and pods after the spike, the controller's RSS after sync and at
+/// the end, decision latency while watch events drive decisions (the spike phase), and the time
+/// from the HPA write to the first command (one spike, so one sample: its median is itself).
+fn with_headline(mut report: Value) -> Value {
+    let f = |pointer: &str| report.pointer(pointer).cloned().unwrap_or(Value::Null);
+    let headline = json!({
+        "nodes": f("/layout/nodes"),
+        "pods": f("/layout/pods_total_after_spike"),
+        "rss_mib_after_sync": f("/controller_memory/after_sync/rss_mib"),
+        "rss_mib_end": f("/controller_memory/at_end/rss_mib"),
+        "decision_ms_p50": f("/decision_latency/spike/p50_ms"),
+        "decision_ms_p99": f("/decision_latency/spike/p99_ms"),
+        "event_to_command_ms_p50": f("/spike/first_shrink_command_ms_after_hpa_write"),
+        "event_to_command_samples": 1,
+    });
+    if let (Some(r), Value::Object(h)) = (report.as_object_mut(), headline) {
+        r.extend(h);
+    }
+    report
 }
 
 /// The headline figures of a report, one per line.

@@ -204,12 +204,12 @@ pub async fn run(
     }
     health.set_synced();
     metrics.set_reflectors_ready(true);
-    tracing::info!(
-        nodes = caches.state().node_count(),
-        pods = caches.state().pod_count(),
-        hpas = caches.hpas.state().len(),
-        "reflectors synced"
-    );
+    // One guard for both counts: a second lock in the same statement would wait for the first.
+    let (nodes, pods) = {
+        let state = caches.state();
+        (state.node_count(), state.pod_count())
+    };
+    tracing::info!(nodes, pods, hpas = caches.hpas.state().len(), "reflectors synced");
 
     let polling = tokio::spawn({
         let (poller, directory, interval, stopped) =
