@@ -53,7 +53,7 @@ fn cluster(nodes: usize) -> Cluster {
     let node_objects = (0..nodes)
         .map(|i| {
             serde_json::from_value(json!({"metadata": {"name": format!("node-{i}")},
-                "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+                "status": {"allocatable": {"cpu": "30", "memory": "128Gi", "pods": "110"},
                     "conditions": [{"type": "Ready", "status": "True"}]}}))
             .expect("a Node")
         })

@@ -474,7 +474,7 @@ fn side_by_side(c: &Compared) -> String {
     let (live, replay) = (&c.live_colocate, &c.replay_colocate);
     let mut out = format!(
         "colocate {} over the window, live / replay: Unschedulable online pods, workers preempted so far (and victims \
-         already leaving), running workers\n",
+         already leaving), running workers, worker pods waiting for a node\n",
         c.config.name
     );
     let mut t = 0.0;
@@ -482,19 +482,20 @@ fn side_by_side(c: &Compared) -> String {
         let r = replay.series.iter().find(|r| r.t_s + 1e-9 >= t);
         let so_far = |times: &[f64]| times.iter().filter(|at| **at <= t).count();
         let (killed, leaving) = (so_far(&live.preempted_s), so_far(&live.victims_leaving_s));
-        let (rp, rk, rl, rw) = r.map_or(("-".into(), "-".into(), "-".into(), "-".into()), |r| {
+        let (rp, rk, rl, rw, rq) = r.map_or(("-".into(), "-".into(), "-".into(), "-".into(), "-".into()), |r| {
             let s = |n: u64| n.to_string();
             (
                 s(r.pending_online_pods.into()),
                 s(r.scheduler_preemptions),
                 s(r.scheduler_victims_leaving),
                 s(r.workers.into()),
+                s(r.pending_workers.into()),
             )
         });
         out += &format!(
             "  {t:>5.0} s  pending {:>3} / {rp:>3}   preempted {killed:>3} / {rk:>3} (leaving {leaving:>3} / {rl:>3})   \
-             workers {:>3} / {rw:>3}\n",
-            l.online_unschedulable, l.workers
+             workers {:>3} / {rw:>3}   waiting workers {:>3} / {rq:>3}\n",
+            l.online_unschedulable, l.workers, l.workers_pending
         );
         t += SERIES_EVERY_S;
     }

@@ -194,6 +194,7 @@ mod tests {
             online_cpu: 4.0,
             training_cpu: 4.0,
             pending_online_pods: pending,
+            pending_workers: 0,
             killed_by_scheduler: 0,
             victims_leaving: 0,
             slo_violated: p99_ms > 250.0,

@@ -559,6 +559,7 @@ impl<'a> World<'a> {
             online_cpu: 0.0,
             training_cpu: 0.0,
             pending_online_pods: 0,
+            pending_workers: 0,
             killed_by_scheduler: self.scheduler_preemptions,
             victims_leaving: self.scheduler_victims_leaving,
             slo_violated: false,
@@ -576,6 +577,7 @@ impl<'a> World<'a> {
                 (PodKind::Online { .. }, Some(_)) => row.online_cpu += cpu,
                 (PodKind::Worker { .. }, Some(_)) => row.training_cpu += cpu,
                 (PodKind::Online { .. }, None) if p.leaving_at.is_none() => row.pending_online_pods += 1,
+                (PodKind::Worker { .. }, None) if p.leaving_at.is_none() => row.pending_workers += 1,
                 _ => {}
             }
         }

@@ -121,6 +121,8 @@ pub struct TimelineRow {
     pub online_cpu: f64,
     pub training_cpu: f64,
     pub pending_online_pods: u32,
+    /// Worker pods waiting for a node (replacements of preempted workers, or growth).
+    pub pending_workers: u32,
     /// Running workers the scheduler preempted so far (cumulative).
     pub killed_by_scheduler: u64,
     /// Victims the scheduler picked that were already leaving, so far (cumulative).

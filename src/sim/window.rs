@@ -72,6 +72,8 @@ pub struct WindowSample {
     pub scheduler_victims_leaving: u64,
     /// Active workers of every job.
     pub workers: u32,
+    /// Worker pods waiting for a node.
+    pub pending_workers: u32,
 }
 
 /// Replays the window under `policy` (`colocate` or `preemption`).
@@ -114,6 +116,7 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
                 scheduler_preemptions: r.killed_by_scheduler - killed0,
                 scheduler_victims_leaving: r.victims_leaving - leaving0,
                 workers: r.workers.iter().sum(),
+                pending_workers: r.pending_workers,
             })
             .collect(),
     }

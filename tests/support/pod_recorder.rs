@@ -55,6 +55,11 @@ impl PodRecord {
         by(self.bound, t) && !by(self.gone, t)
     }
 
+    /// Created and not bound at `t`, nor deleted.
+    pub fn pending_at(&self, t: Instant) -> bool {
+        self.seen <= t && !by(self.bound, t) && !by(self.deleting, t) && !by(self.gone, t)
+    }
+
     /// Waiting for room at `t`: seen Unschedulable, not bound, not deleted yet.
     pub fn unschedulable_at(&self, t: Instant) -> bool {
         by(self.unschedulable, t) && !by(self.bound, t) && !by(self.deleting, t) && !by(self.gone, t)
@@ -83,6 +88,8 @@ pub struct Sample {
     pub worker_cpu_milli: i64,
     pub online_running: usize,
     pub online_unschedulable: usize,
+    /// Worker pods created and not bound yet (replacements of preempted workers, or growth).
+    pub workers_pending: usize,
 }
 
 pub struct PodRecorder {
@@ -165,11 +172,13 @@ impl Drop for PodRecorder {
 }
 
 fn sample(records: &HashMap<String, PodRecord>, at: Instant) -> Sample {
-    let mut s = Sample { at, workers: 0, worker_cpu_milli: 0, online_running: 0, online_unschedulable: 0 };
+    let mut s =
+        Sample { at, workers: 0, worker_cpu_milli: 0, online_running: 0, online_unschedulable: 0, workers_pending: 0 };
     for r in records.values() {
         match r.role {
             Role::Worker { .. } => {
                 s.workers += usize::from(r.running_at(at));
+                s.workers_pending += usize::from(r.pending_at(at));
                 if r.on_node_at(at) {
                     s.worker_cpu_milli += r.cpu_milli;
                 }
