@@ -236,7 +236,7 @@ async fn example_master_scales_a_deployment_through_its_scale_subresource() {
         "rules": [
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
             {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "patch"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch"]}
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch", "delete"]}
         ]
     }));
     bed.kubectl_run(&[
@@ -319,6 +319,23 @@ async fn example_master_scales_a_deployment_through_its_scale_subresource() {
     assert_eq!(replicas(&deployments).await, 5, "the repeated command was not applied again");
     let s = mc.status().await.unwrap();
     assert_eq!((s.workers.target, s.generation), (5, first.generation + 1), "the master follows kubectl scale");
+
+    // A shrink that names a worker holding a node while others wait for one (replacements of
+    // preempted workers): the ReplicaSet would remove a waiting pod and free no room, so the
+    // master deletes the named worker itself and leaves the waiting ones.
+    let mut running = pod("wd-worker-d", worker_labels(), json!({}));
+    running["spec"]["nodeName"] = json!("node-x");
+    bed.kubectl_apply(&running);
+    let release_d = ScaleCommand::new(4, "online-headroom", 30).with_release_pods(["wd-worker-d".to_string()]);
+    mc.scale(&release_d).await.expect("scale to 4, releasing wd-worker-d");
+    master.wait_for_log(&["wd-worker-d", "released worker deleted by the master"]).await;
+    let leaving = |p: Option<Pod>| p.is_none_or(|p| p.metadata.deletion_timestamp.is_some());
+    assert!(leaving(pods.get_opt("wd-worker-d").await.unwrap()), "the named running worker is being deleted");
+    for waiting in ["wd-worker-a", "wd-worker-b", "wd-worker-c"] {
+        let p = pods.get(waiting).await.unwrap();
+        assert!(p.metadata.deletion_timestamp.is_none(), "{waiting} waits for a node and was not named: kept");
+    }
+    assert_eq!(replicas(&deployments).await, 4);
 
     let status = master.terminate();
     assert!(status.success(), "example-master exits 0 on SIGTERM, got {status}");

@@ -60,7 +60,7 @@ pub struct Args {
     pub rescale_cost: Option<Duration>,
     /// Workers the job gives up are gone within this time (5s): the master deletes them again
     /// with it as their grace period, and announces it as worker_release_s (protocol v1.1) so
-    /// the controller plans releases that far ahead. Needs `pods delete`. Default: the worker
+    /// the controller plans releases that far ahead. Default: the worker
     /// pods' own terminationGracePeriodSeconds, which the controller then assumes.
     #[arg(long, env = "COLOCATE_MASTER_WORKER_RELEASE", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub worker_release: Option<Duration>,

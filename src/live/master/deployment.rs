@@ -6,11 +6,13 @@
 //!   `status.readyReplicas`, `pending` is `status.replicas - status.readyReplicas`. Reading the
 //!   Deployment rather than `/scale` keeps target and readiness from the same version.
 //! - [`scale`](WorkerBackend::scale) sets `spec.replicas` through `/scale`. On a shrink it first
-//!   marks the pods named in `release_pods` with [`DELETION_COST_ANNOTATION`] =
-//!   [`RELEASE_DELETION_COST`], so the ReplicaSet controller removes them first, and clears that
-//!   mark from the Deployment's other pods (left over from an earlier shrink that removed fewer
-//!   pods than were named). The ReplicaSet still prefers pods that are unscheduled, pending or
-//!   not ready over any cost: the names are a preference, which the protocol allows.
+//!   marks the workers that leave (the pods named in `release_pods` that hold a node, then the
+//!   ReplicaSet's own order) with [`DELETION_COST_ANNOTATION`] = [`RELEASE_DELETION_COST`], so
+//!   the ReplicaSet controller removes them first, and clears that mark from the Deployment's
+//!   other pods (left over from an earlier shrink). The ReplicaSet prefers pods that are
+//!   unscheduled, pending or not ready over any cost, so where it would remove such a pod
+//!   instead of a named worker (a replacement of a preempted worker, say), the master deletes
+//!   the leaving workers itself ([`super::removal`]): otherwise the shrink frees no room.
 //!
 //! - With a release grace period ([`DeploymentBackend::with_release_grace`], `example-master
 //!   --worker-release`), the workers a shrink removes are gone within it rather than the pods'
@@ -32,7 +34,7 @@
 //! rules:
 //! - {apiGroups: [apps], resources: [deployments], verbs: [get]}
 //! - {apiGroups: [apps], resources: [deployments/scale], verbs: [get, patch]}
-//! - {apiGroups: [""], resources: [pods], verbs: [list, patch]}   # + delete with a release grace; + get in place
+//! - {apiGroups: [""], resources: [pods], verbs: [list, patch, delete]}   # + get in place
 //! - {apiGroups: [""], resources: [pods/resize], verbs: [patch]}   # releasing in place only
 //! ```
 
@@ -46,6 +48,7 @@ use serde_json::{json, Value};
 
 use super::backend::{BackendError, BackendErrorKind, Observed, WorkerBackend};
 use super::in_place;
+use super::removal;
 use super::types::ScaleCommand;
 
 /// The annotation the ReplicaSet controller reads to pick which pods to remove on a scale-down
@@ -113,9 +116,11 @@ impl DeploymentBackend {
         Ok(d.metadata.generation.and_then(|g| u64::try_from(g).ok()).unwrap_or(1))
     }
 
-    /// Resizes down the `excess` workers the ReplicaSet will remove (the named ones first where
-    /// its ranking allows), then marks exactly those, so that it removes them and no others.
-    async fn release_in_place(
+    /// Before a shrink by `excess` lowers the count: picks the workers that leave (the named
+    /// ones holding a node first, [`removal::plan`]), resizes them down in place when releasing
+    /// in place, marks exactly those with the lowest deletion cost, and deletes them itself where
+    /// the ReplicaSet would remove others (pods still waiting for a node, which free no room).
+    async fn prepare_shrink(
         &self,
         owner: &str,
         selector: &str,
@@ -124,10 +129,31 @@ impl DeploymentBackend {
     ) -> Result<(), BackendError> {
         let named = named_in(&self.namespace, owner, release_pods);
         let workers = list_workers(&self.pods, owner, selector).await?;
-        let leaving: Vec<&Pod> = in_place::removal_order(&workers, &named).into_iter().take(excess).collect();
-        in_place::release(&self.pods, owner, &leaving).await;
-        let leaving = leaving.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
-        mark_among(&self.pods, &self.namespace, owner, &leaving, &workers).await
+        for missing in named.iter().filter(|n| !workers.iter().any(|p| p.metadata.name.as_deref() == Some(**n))) {
+            tracing::warn!(pod = %missing, %owner, "release_pods: no such pod among the workload's workers; skipped");
+        }
+        let removal = removal::plan(&workers, &named, excess);
+        if self.release_in_place {
+            in_place::release(&self.pods, owner, &removal.leaving).await;
+        }
+        let leaving = removal.leaving.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
+        mark_among(&self.pods, &self.namespace, owner, &leaving, &workers).await?;
+        for name in removal.direct.iter().filter_map(|p| p.metadata.name.as_deref()) {
+            let params = kube::api::DeleteParams { grace_period_seconds: self.release_grace_s, ..Default::default() };
+            match self.pods.delete(name, &params).await {
+                Ok(_) => {
+                    tracing::info!(pod = name, %owner, "released worker deleted by the master: the ReplicaSet would have removed a worker waiting for a node instead")
+                }
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                // Without `pods delete` the ReplicaSet's choice stands: the shrink still lowers
+                // the count, and colocate's deadline backs the room it asked for.
+                Err(e) => {
+                    tracing::warn!(pod = name, %owner, error = %describe(&e), "could not delete a released worker; the ReplicaSet picks which workers leave");
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn failed(&self, action: &str, e: &kube::Error) -> BackendError {
@@ -246,12 +272,8 @@ impl WorkerBackend for DeploymentBackend {
                 )));
             };
             let owner = format!("deployment {}/{}", self.namespace, self.name);
-            if self.release_in_place {
-                let excess = usize::try_from(i64::from(replicas) - i64::from(command.target)).unwrap_or(0);
-                self.release_in_place(&owner, &selector, &command.release_pods, excess).await?;
-            } else {
-                mark_released(&self.pods, &self.namespace, &owner, &command.release_pods, &selector).await?;
-            }
+            let excess = usize::try_from(i64::from(replicas) - i64::from(command.target)).unwrap_or(0);
+            self.prepare_shrink(&owner, &selector, &command.release_pods, excess).await?;
             shrink = Some((owner, selector));
         }
         let patch = json!({"spec": {"replicas": command.target}});

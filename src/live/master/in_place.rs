@@ -6,10 +6,9 @@
 //!
 //! The order matters: the kubelet actuates resizes of running pods only, so the master resizes
 //! the workers it is about to remove, waits (at most [`ACTUATION_WAIT`]) until their statuses
-//! report the new requests, and only then lowers the count. The workers to remove are picked as
-//! the ReplicaSet controller will pick them ([`removal_order`]) and marked with the lowest
-//! deletion cost, so that it removes exactly those: a resized worker left running would train
-//! on almost no CPU.
+//! report the new requests, and only then lowers the count. The workers to remove are those of
+//! [`super::removal::plan`], marked with the lowest deletion cost and, where the ReplicaSet would
+//! pick others, deleted by the master: a resized worker left running would train on almost no CPU.
 //!
 //! What it trades: a released worker drains with the CPU of [`RELEASED_CPU`], so a checkpoint it
 //! writes on its way out is slow (elastic data-parallel workers hold no state of their own, and
@@ -17,7 +16,6 @@
 //! Burstable QoS class (a resize may not change the class: a Guaranteed worker is refused, and
 //! leaves with its grace period as before) and `pods/resize patch` in RBAC.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -37,37 +35,11 @@ pub const RELEASED_MEMORY: &str = "1Mi";
 /// Longest wait for the kubelet to report a resize before the count is lowered anyway.
 pub const ACTUATION_WAIT: Duration = Duration::from_secs(3);
 
-/// The workers a ReplicaSet scaled down removes, first to last: its ranking (kube-controller-
-/// manager `ActivePodsWithRanks`: unassigned before assigned, Pending before Running, not ready
-/// before ready, then the lower `pod-deletion-cost`), where the named pods are the ones the
-/// master marks with the lowest cost; newest first among equals. Pods being deleted or finished
-/// are not counted by the ReplicaSet and are left out.
-pub fn removal_order<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> Vec<&'a Pod> {
-    let mut active: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| !matches!(phase(p), Some("Succeeded" | "Failed")))
-        .collect();
-    let rank = |p: &Pod| {
-        let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-        let phase_rank = match phase(p) {
-            Some("Pending") | None => 0,
-            Some("Running") => 2,
-            Some(_) => 1,
-        };
-        let is_named = p.metadata.name.as_deref().is_some_and(|n| named.contains(n));
-        let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        (bound, phase_rank, ready(p), !is_named, std::cmp::Reverse(created), p.metadata.name.clone())
-    };
-    active.sort_by_cached_key(|p| rank(p));
-    active
-}
-
-fn phase(p: &Pod) -> Option<&str> {
+pub(super) fn phase(p: &Pod) -> Option<&str> {
     p.status.as_ref().and_then(|s| s.phase.as_deref())
 }
 
-fn ready(p: &Pod) -> bool {
+pub(super) fn ready(p: &Pod) -> bool {
     let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
     conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
 }
@@ -172,20 +144,6 @@ mod tests {
             "status": {"phase": phase, "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
         }))
         .unwrap()
-    }
-
-    #[test]
-    fn removal_follows_the_replicaset_ranking_with_named_pods_first_among_ready_ones() {
-        let pods = [
-            pod("old", Some("n1"), "Running", true, "2026-01-01T00:00:00Z", "1"),
-            pod("new", Some("n1"), "Running", true, "2026-01-01T00:05:00Z", "1"),
-            pod("named", Some("n2"), "Running", true, "2026-01-01T00:00:00Z", "1"),
-            pod("unready", Some("n2"), "Running", false, "2026-01-01T00:00:00Z", "1"),
-            pod("pending", None, "Pending", false, "2026-01-01T00:00:00Z", "1"),
-        ];
-        let order: Vec<_> =
-            removal_order(&pods, &BTreeSet::from(["named"])).iter().map(|p| p.metadata.name.clone().unwrap()).collect();
-        assert_eq!(order, ["pending", "unready", "named", "new", "old"]);
     }
 
     #[test]

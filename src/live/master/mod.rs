@@ -16,6 +16,7 @@ pub mod client;
 pub mod deployment;
 pub mod in_place;
 pub mod modelled;
+pub mod removal;
 pub mod retry;
 pub mod server;
 pub mod tls_listener;

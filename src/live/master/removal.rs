@@ -1,0 +1,164 @@
+//! Which workers a shrink of a worker Deployment removes. The ReplicaSet controller picks by its
+//! own ranking, in which any pod still waiting for a node goes before every running one whatever
+//! its `pod-deletion-cost`. While online pods wait for room, a job's preempted workers come back
+//! as such pods, and colocate keeps them in the target and names running workers on the nodes
+//! that need room: left to the ReplicaSet, that shrink removes the waiting pods and frees no room
+//! at all, and the online pods preempt more workers (a live flash-crowd run: colocate's shrinks
+//! at 45-50 s freed nothing while 9 replacements waited, and the scheduler killed 23 workers
+//! where replay, whose masters release what they are asked, killed 15). So the master removes
+//! the named workers itself when the ReplicaSet would pick others ([`plan`]). Pure, so it is
+//! tested without a cluster.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::in_place::{phase, ready};
+
+/// The workers a ReplicaSet scaled down removes, first to last: its ranking (kube-controller-
+/// manager `ActivePodsWithRanks`: unassigned before assigned, Pending before Running, not ready
+/// before ready, then the lower `pod-deletion-cost`), where the named pods are the ones the
+/// master marks with the lowest cost; newest first among equals. Pods being deleted or finished
+/// are not counted by the ReplicaSet and are left out.
+pub fn removal_order<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> Vec<&'a Pod> {
+    let mut active: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| !matches!(phase(p), Some("Succeeded" | "Failed")))
+        .collect();
+    let rank = |p: &Pod| {
+        let phase_rank = match phase(p) {
+            Some("Pending") | None => 0,
+            Some("Running") => 2,
+            Some(_) => 1,
+        };
+        let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (bound(p), phase_rank, ready(p), !is_named(p, named), std::cmp::Reverse(created), p.metadata.name.clone())
+    };
+    active.sort_by_cached_key(|p| rank(p));
+    active
+}
+
+/// What a shrink by `excess` workers removes when the master honours the names.
+#[derive(Debug)]
+pub struct Removal<'a> {
+    /// The workers that leave: the named ones holding a node first (at most `excess`), then the
+    /// ReplicaSet's own order.
+    pub leaving: Vec<&'a Pod>,
+    /// The master deletes these itself before lowering the count: all of `leaving` when the
+    /// ReplicaSet would pick any other pod, none when it picks exactly those. Deleted, they are
+    /// no longer counted by the ReplicaSet, which then removes nothing more (or, if it acts on
+    /// the new count first, removes others and creates as many again: the same workers leave).
+    pub direct: Vec<&'a Pod>,
+}
+
+/// The removal of `excess` workers among `pods` (a worker Deployment's), `named` first.
+pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Removal<'a> {
+    let order = removal_order(pods, named);
+    let mut leaving: Vec<&Pod> =
+        order.iter().copied().filter(|p| bound(p) && is_named(p, named)).take(excess).collect();
+    for p in &order {
+        if leaving.len() >= excess {
+            break;
+        }
+        if !leaving.iter().any(|l| std::ptr::eq(*l, *p)) {
+            leaving.push(p);
+        }
+    }
+    let picked = &order[..excess.min(order.len())];
+    let same = leaving.iter().all(|l| picked.iter().any(|p| std::ptr::eq(*l, *p)));
+    let direct = if same { Vec::new() } else { leaving.clone() };
+    Removal { leaving, direct }
+}
+
+fn bound(p: &Pod) -> bool {
+    p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+}
+
+fn is_named(p: &Pod, named: &BTreeSet<&str>) -> bool {
+    p.metadata.name.as_deref().is_some_and(|n| named.contains(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(name: &str, node: Option<&str>, phase: &str, ready: bool, created: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
+        }))
+        .unwrap()
+    }
+
+    fn names(pods: &[&Pod]) -> Vec<String> {
+        pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect()
+    }
+
+    #[test]
+    fn removal_follows_the_replicaset_ranking_with_named_pods_first_among_ready_ones() {
+        let pods = [
+            pod("old", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("new", Some("n1"), "Running", true, "2026-01-01T00:05:00Z"),
+            pod("named", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("unready", Some("n2"), "Running", false, "2026-01-01T00:00:00Z"),
+            pod("pending", None, "Pending", false, "2026-01-01T00:00:00Z"),
+        ];
+        let order = removal_order(&pods, &BTreeSet::from(["named"]));
+        assert_eq!(names(&order), ["pending", "unready", "named", "new", "old"]);
+    }
+
+    #[test]
+    fn named_running_workers_leave_even_when_replacements_wait() {
+        let pods = [
+            pod("a", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("b", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("keep", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("replacement", None, "Pending", false, "2026-01-01T00:09:00Z"),
+        ];
+        let named = BTreeSet::from(["a", "b"]);
+        // The ReplicaSet alone would remove the replacement and `a`: the room on n2 stays held.
+        assert_eq!(names(&removal_order(&pods, &named)[..2]), ["replacement", "a"]);
+        let r = plan(&pods, &named, 2);
+        assert_eq!(names(&r.leaving), ["a", "b"]);
+        assert_eq!(names(&r.direct), ["a", "b"], "the master deletes both itself");
+    }
+
+    #[test]
+    fn the_replicaset_is_left_to_it_when_it_picks_the_same_workers() {
+        let pods = [
+            pod("a", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("b", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("c", Some("n2"), "Running", true, "2026-01-01T00:05:00Z"),
+        ];
+        let r = plan(&pods, &BTreeSet::from(["a"]), 2);
+        // `a` by its mark, then the newest: what the ReplicaSet removes by itself.
+        assert_eq!(names(&r.leaving), ["a", "c"]);
+        assert!(r.direct.is_empty());
+        // No names, a shrink of pods still waiting for a node: theirs to remove, nothing direct.
+        let waiting = [pod("p", None, "Pending", false, "2026-01-01T00:00:00Z"), pods[0].clone()];
+        let r = plan(&waiting, &BTreeSet::new(), 1);
+        assert_eq!((names(&r.leaving), r.direct.len()), (vec!["p".to_string()], 0));
+    }
+
+    #[test]
+    fn never_more_than_the_excess_and_leaving_or_gone_workers_do_not_count() {
+        let mut leaving = pod("gone", Some("n1"), "Running", true, "2026-01-01T00:00:00Z");
+        leaving.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+        let pods = [
+            leaving,
+            pod("a", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("b", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("w", None, "Pending", false, "2026-01-01T00:00:00Z"),
+        ];
+        let r = plan(&pods, &BTreeSet::from(["gone", "a", "b"]), 1);
+        assert_eq!(names(&r.leaving), ["a"], "one named running worker, the excess");
+        assert_eq!(names(&r.direct), ["a"]);
+        assert!(plan(&pods, &BTreeSet::new(), 0).leaving.is_empty());
+        assert_eq!(plan(&pods, &BTreeSet::new(), 9).leaving.len(), 3, "only active pods can leave");
+    }
+}
