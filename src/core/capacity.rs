@@ -2,7 +2,9 @@
 //! the HPA will add (decided or implied by its metric), and the safety margin.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use super::name_map::NameMap;
 
 use super::config::Config;
 use super::forecast::{hpa_growth, release_lead, Calibration};
@@ -62,9 +64,9 @@ struct ReplicaCounts {
 /// the load implies within the release lead (`forecast::hpa_growth`). Reserving for it now is
 /// what lets training leave before the new pods exist.
 pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration) -> Vec<OnlineNeed> {
-    let mut counts: HashMap<&str, ReplicaCounts> = HashMap::new();
-    let mut unknown_pending: HashMap<&str, (Resources, u32)> = HashMap::new();
-    let known: HashMap<&str, &Service> = snap.services.iter().map(|s| (s.name.as_str(), s)).collect();
+    let mut counts: NameMap<&str, ReplicaCounts> = NameMap::default();
+    let mut unknown_pending: NameMap<&str, (Resources, u32)> = NameMap::default();
+    let known: NameMap<&str, &Service> = snap.services.iter().map(|s| (s.name.as_str(), s)).collect();
     for pod in &snap.pods {
         if let PodClass::Online { service } = &pod.class {
             if pod.terminating {
@@ -154,7 +156,7 @@ pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration)
 /// the scheduler would put them (the freest node first; a node where releasing training makes
 /// room only when no node has free room), then the margin.
 pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Vec<NodeRoom>, Vec<String>) {
-    let index: HashMap<&str, usize> = snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let index: NameMap<&str, usize> = snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     let mut rooms: Vec<NodeRoom> = snap
         .nodes
         .iter()
@@ -182,7 +184,7 @@ pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Ve
     let mut unplaced = Vec::new();
     let mut spread = SpreadIndex::new(&rooms);
     for need in needs {
-        let mut per_node: HashMap<usize, u32> = HashMap::new();
+        let mut per_node: NameMap<usize, u32> = NameMap::default();
         for _ in 0..need.missing() {
             let pick = spread.pick(&rooms, &need.replica);
             let Some(i) = pick else {

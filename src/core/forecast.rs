@@ -15,6 +15,8 @@
 //!   default policy (max(+100%, +4 pods) per sync).
 
 use std::collections::HashMap;
+
+use super::name_map::NameMap;
 use std::time::Duration;
 
 use super::config::Config;
@@ -43,7 +45,7 @@ impl Calibration {
     /// with at least three samples, its HPA at rest (desired = current) with a metric, and as
     /// many ready replicas bound as the HPA counts.
     pub fn observe(&mut self, snap: &Snapshot, config: &Config) {
-        let mut ready: HashMap<&str, u32> = HashMap::new();
+        let mut ready: NameMap<&str, u32> = NameMap::default();
         for pod in &snap.pods {
             if let (super::snapshot::PodClass::Online { service }, Some(_), true, false) =
                 (&pod.class, &pod.node, pod.ready, pod.terminating)

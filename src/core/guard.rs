@@ -1,7 +1,7 @@
 //! Heracles-style latency guard: when a service's p99 slack runs low, training stops growing on
 //! the nodes that host it; when the slack is gone, training there shrinks step by step.
 
-use std::collections::HashMap;
+use super::name_map::NameMap;
 
 use super::capacity::{NodeRoom, OnlineNeed};
 use super::config::Config;
@@ -20,9 +20,9 @@ pub fn apply_latency_guard(
     memory: &mut Memory,
     config: &Config,
 ) {
-    let index: HashMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let index: NameMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
     let mut training_on: Vec<Resources> = vec![Resources::ZERO; rooms.len()];
-    let mut hosts: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut hosts: NameMap<&str, Vec<usize>> = NameMap::default();
     for pod in &snap.pods {
         let Some(&i) = pod.node.as_deref().and_then(|n| index.get(n)) else { continue };
         match &pod.class {

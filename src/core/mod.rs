@@ -9,6 +9,7 @@ pub mod decide;
 pub mod forecast;
 pub mod guard;
 pub mod intent;
+pub mod name_map;
 pub mod placer;
 pub mod plan;
 pub mod resources;

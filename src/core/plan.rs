@@ -3,7 +3,7 @@
 //! dominant resource share, one worker at a time, each on a node where it fits. The weights are
 //! the jobs' own, or the completion-time split of completion.rs.
 
-use std::collections::HashMap;
+use super::name_map::NameMap;
 
 use super::capacity::NodeRoom;
 use super::config::Config;
@@ -69,9 +69,9 @@ pub fn plan_jobs(
     memory: &mut Memory,
     config: &Config,
 ) -> Vec<JobPlan> {
-    let index: HashMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let index: NameMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
     let total: Resources = rooms.iter().filter(|r| r.schedulable).map(|r| r.allocatable).sum();
-    let job_index: HashMap<&str, usize> = snap.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
+    let job_index: NameMap<&str, usize> = snap.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i)).collect();
     let mut pods: Vec<JobPods> = snap.jobs.iter().map(|_| JobPods::default()).collect();
     for pod in &snap.pods {
         let PodClass::Worker { job } = &pod.class else { continue };
