@@ -64,35 +64,14 @@ impl Caches {
     /// Starts nothing by itself: returns the caches and the futures that fill them (spawn
     /// them). `changed` is notified on every event.
     pub fn new(client: Client, changed: Arc<Notify>, stats: Arc<WatchStats>) -> (Caches, Vec<Driver>) {
-        let state = Arc::new(Mutex::new(ClusterState::default()));
         let (listed_tx, listed) = watch::channel(false);
-        let listed_tx = Arc::new(listed_tx);
-        let d0 = {
-            let (state, listed_tx) = (state.clone(), listed_tx.clone());
-            let apply = move |e: &Event<Node>| {
-                let mut s = lock(&state);
-                s.apply_node(e);
-                if s.is_listed() {
-                    listed_tx.send_if_modified(|l| !std::mem::replace(l, true));
-                }
-            };
-            state_driver(Api::all(client.clone()), strip_node, apply, 0, &changed, &stats)
-        };
-        let d1 = {
-            let (state, listed_tx) = (state.clone(), listed_tx.clone());
-            let apply = move |e: &Event<Pod>| {
-                let mut s = lock(&state);
-                s.apply_pod(e);
-                if s.is_listed() {
-                    listed_tx.send_if_modified(|l| !std::mem::replace(l, true));
-                }
-            };
-            state_driver(Api::all(client.clone()), strip_pod, apply, 1, &changed, &stats)
-        };
+        let feed = StateFeed { state: Arc::new(Mutex::new(ClusterState::default())), listed: Arc::new(listed_tx) };
+        let d0 = feed.driver(Api::all(client.clone()), strip_node, ClusterState::apply_node, 0, &changed, &stats);
+        let d1 = feed.driver(Api::all(client.clone()), strip_pod, ClusterState::apply_pod, 1, &changed, &stats);
         let (hpas, d2) = reflect(Api::all(client.clone()), watcher::Config::default(), strip_meta, 2, &changed, &stats);
         let masters_only = watcher::Config::default().labels(&format!("{MASTER_LABEL}=true"));
         let (masters, d3) = reflect(Api::all(client), masters_only, strip_service, 3, &changed, &stats);
-        (Caches { state, listed, hpas, masters }, vec![d0, d1, d2, d3])
+        (Caches { state: feed.state, listed, hpas, masters }, vec![d0, d1, d2, d3])
     }
 
     /// Resolves once every cache has seen its initial list: never decide on a partial view.
@@ -108,32 +87,37 @@ impl Caches {
     }
 }
 
-fn state_driver<K>(
-    api: Api<K>,
-    strip: fn(&mut K),
-    apply: impl FnMut(&Event<K>) + Send + 'static,
-    kind: usize,
-    changed: &Arc<Notify>,
-    stats: &Arc<WatchStats>,
-) -> Driver
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (on_event, on_error) = (stats.clone(), stats.clone());
-    drive(
-        api,
-        watcher::Config::default(),
-        strip,
-        apply,
-        KINDS[kind],
-        changed.clone(),
-        move || {
-            on_event.events.fetch_add(1, Ordering::Relaxed);
-        },
-        move || {
-            on_error.restarts[kind].fetch_add(1, Ordering::Relaxed);
-        },
-    )
+/// Where the Node and Pod watches put what they see: the cluster state, and whether it holds a
+/// complete list of both kinds yet.
+struct StateFeed {
+    state: SharedState,
+    listed: Arc<watch::Sender<bool>>,
+}
+
+impl StateFeed {
+    /// A watch whose events `apply` takes into the state, under its lock.
+    fn driver<K>(
+        &self,
+        api: Api<K>,
+        strip: fn(&mut K),
+        apply: fn(&mut ClusterState, &Event<K>),
+        kind: usize,
+        changed: &Arc<Notify>,
+        stats: &Arc<WatchStats>,
+    ) -> Driver
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let (state, listed) = (self.state.clone(), self.listed.clone());
+        let take_in = move |e: &Event<K>| {
+            let mut s = lock(&state);
+            apply(&mut s, e);
+            if s.is_listed() {
+                listed.send_if_modified(|l| !std::mem::replace(l, true));
+            }
+        };
+        counted(api, watcher::Config::default(), strip, take_in, kind, changed, stats)
+    }
 }
 
 fn reflect<K>(
@@ -149,12 +133,29 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (reader, mut writer) = reflector::store();
+    let driver = counted(api, config, strip, move |e: &Event<K>| writer.apply_watcher_event(e), kind, changed, stats);
+    (reader, driver)
+}
+
+/// [`drive`] with the cache's events and restarts counted in `stats` under `KINDS[kind]`.
+fn counted<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    strip: fn(&mut K),
+    apply: impl FnMut(&Event<K>) + Send + 'static,
+    kind: usize,
+    changed: &Arc<Notify>,
+    stats: &Arc<WatchStats>,
+) -> Driver
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
     let (on_event, on_error) = (stats.clone(), stats.clone());
-    let driver = drive(
+    drive(
         api,
         config,
         strip,
-        move |e: &Event<K>| writer.apply_watcher_event(e),
+        apply,
         KINDS[kind],
         changed.clone(),
         move || {
@@ -163,8 +164,7 @@ where
         move || {
             on_error.restarts[kind].fetch_add(1, Ordering::Relaxed);
         },
-    );
-    (reader, driver)
+    )
 }
 
 /// Drives one watch into `apply` (a reflector store's writer, or the cluster state): every

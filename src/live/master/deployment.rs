@@ -129,9 +129,7 @@ impl DeploymentBackend {
     ) -> Result<(), BackendError> {
         let named = named_in(&self.namespace, owner, release_pods);
         let workers = list_workers(&self.pods, owner, selector).await?;
-        for missing in named.iter().filter(|n| !workers.iter().any(|p| p.metadata.name.as_deref() == Some(**n))) {
-            tracing::warn!(pod = %missing, %owner, "release_pods: no such pod among the workload's workers; skipped");
-        }
+        warn_unknown(owner, &named, &workers);
         let removal = removal::plan(&workers, &named, excess);
         if self.release_in_place {
             in_place::release(&self.pods, owner, &removal.leaving).await;
@@ -175,7 +173,16 @@ pub async fn mark_released(
 ) -> Result<(), BackendError> {
     let named = named_in(namespace, owner, release_pods);
     let workers = list_workers(pods, owner, selector).await?;
+    warn_unknown(owner, &named, &workers);
     mark_among(pods, namespace, owner, &named, &workers).await
+}
+
+/// Warns of each named pod that is not among the workload's workers: it is skipped.
+fn warn_unknown(owner: &str, named: &BTreeSet<&str>, workers: &[Pod]) {
+    let known: BTreeSet<&str> = workers.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
+    for missing in named.difference(&known) {
+        tracing::warn!(pod = %missing, %owner, "release_pods: no such pod among the workload's workers; skipped");
+    }
 }
 
 /// The pod names of `release_pods` (`pod` or `namespace/pod`) in `namespace`; the others are
@@ -209,21 +216,14 @@ async fn mark_among(
     named: &BTreeSet<&str>,
     workers: &[Pod],
 ) -> Result<(), BackendError> {
-    let mut found = BTreeSet::new();
     for pod in workers {
         let Some(name) = pod.metadata.name.as_deref() else { continue };
         let cost = pod.metadata.annotations.as_ref().and_then(|a| a.get(DELETION_COST_ANNOTATION));
         let marked = cost.map(String::as_str) == Some(RELEASE_DELETION_COST);
         let wanted = named.contains(name);
-        if wanted {
-            found.insert(name);
-        }
         if wanted != marked {
             set_mark(pods, namespace, owner, name, wanted).await?;
         }
-    }
-    for missing in named.difference(&found) {
-        tracing::warn!(pod = %missing, %owner, "release_pods: no such pod among the workload's workers; skipped");
     }
     Ok(())
 }
