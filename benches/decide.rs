@@ -7,7 +7,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use colocate::core::{Config, Core, Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Resources, Service, Snapshot};
+use colocate::core::{
+    Config, Core, Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Resources, Service, SharedName, Snapshot,
+};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 
 const SERVICES: usize = 10;
@@ -26,7 +28,7 @@ fn synthetic(nodes: usize) -> Snapshot {
     let mut online_per_service = [0u32; SERVICES];
     let mut workers_per_job = [0u32; JOBS];
     for (i, node) in node_list.iter().enumerate() {
-        let on = Some(node.name.clone());
+        let on: Option<SharedName> = Some(node.name.as_str().into());
         pods.push(Pod {
             name: format!("ds-{i}"),
             class: PodClass::System,
@@ -40,7 +42,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             online_per_service[s] += 1;
             pods.push(Pod {
                 name: format!("svc-{s}-{i}-{k}"),
-                class: PodClass::Online { service: format!("svc-{s}") },
+                class: PodClass::Online { service: format!("svc-{s}").into() },
                 node: on.clone(),
                 requests: Resources::new(1_000, gib / 2, 0),
                 ready: true,
@@ -52,7 +54,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             workers_per_job[j] += 1;
             pods.push(Pod {
                 name: format!("job-{j}-worker-{i}-{k}"),
-                class: PodClass::Worker { job: format!("job-{j}") },
+                class: PodClass::Worker { job: format!("job-{j}").into() },
                 node: on.clone(),
                 requests: Resources::new(1_000, 2 * gib, 0),
                 ready: true,

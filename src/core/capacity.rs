@@ -9,13 +9,13 @@ use super::name_map::NameMap;
 use super::config::Config;
 use super::forecast::{hpa_growth, release_lead, Calibration};
 use super::intent::Reason;
+use super::pod_index::PodIndex;
 use super::resources::Resources;
-use super::snapshot::{PodClass, Service, Snapshot};
+use super::snapshot::{PodClass, Snapshot};
 
-/// One node as the planner sees it.
+/// One node as the planner sees it, at the node's position in the snapshot.
 #[derive(Clone, Debug)]
 pub struct NodeRoom {
-    pub name: String,
     pub schedulable: bool,
     pub allocatable: Resources,
     /// Not held by any bound pod (what the scheduler sees as free right now).
@@ -44,6 +44,14 @@ pub struct OnlineNeed {
     pub rising: bool,
 }
 
+impl NodeRoom {
+    /// A copy to try placements on: the same room, without the explanations (strings, which
+    /// only intents read and a trial does not need to copy thousands of).
+    pub fn trial(&self) -> NodeRoom {
+        NodeRoom { pressure: Vec::new(), ..*self }
+    }
+}
+
 impl OnlineNeed {
     pub fn missing(&self) -> u32 {
         self.expected.saturating_sub(self.bound)
@@ -51,7 +59,7 @@ impl OnlineNeed {
 }
 
 /// Bound pod counts per service, and pending ones.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct ReplicaCounts {
     bound: u32,
     ready: u32,
@@ -63,36 +71,38 @@ struct ReplicaCounts {
 /// The HPA already decided on `desired - current` pods; beyond that, the growth its metric or
 /// the load implies within the release lead (`forecast::hpa_growth`). Reserving for it now is
 /// what lets training leave before the new pods exist.
-pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration) -> Vec<OnlineNeed> {
-    let mut counts: NameMap<&str, ReplicaCounts> = NameMap::default();
-    let mut unknown_pending: NameMap<&str, (Resources, u32)> = NameMap::default();
-    let known: NameMap<&str, &Service> = snap.services.iter().map(|s| (s.name.as_str(), s)).collect();
-    for pod in &snap.pods {
-        if let PodClass::Online { service } = &pod.class {
-            if pod.terminating {
-                continue;
-            }
-            let c = counts.entry(service.as_str()).or_default();
-            match &pod.node {
-                Some(_) => {
-                    c.bound += 1;
-                    c.ready += u32::from(pod.ready);
+pub fn online_needs(snap: &Snapshot, index: &PodIndex, config: &Config, calibration: &Calibration) -> Vec<OnlineNeed> {
+    let mut counts = vec![ReplicaCounts::default(); snap.services.len()];
+    // Services the controller was not told about: their counts, and the requests of their first
+    // pending pod.
+    let mut unknown: NameMap<&str, (ReplicaCounts, Option<Resources>)> = NameMap::default();
+    for (p, pod) in snap.pods.iter().enumerate() {
+        let PodClass::Online { service } = &pod.class else { continue };
+        if pod.terminating {
+            continue;
+        }
+        let c = match index.owner_of(p) {
+            Some(s) => &mut counts[s],
+            None => {
+                let e = unknown.entry(&**service).or_default();
+                if pod.node.is_none() {
+                    e.1.get_or_insert(pod.requests);
                 }
-                None => {
-                    c.pending += 1;
-                    if !known.contains_key(service.as_str()) {
-                        let e = unknown_pending.entry(service.as_str()).or_insert((pod.requests, 0));
-                        e.1 += 1;
-                    }
-                }
+                &mut e.0
             }
+        };
+        match &pod.node {
+            Some(_) => {
+                c.bound += 1;
+                c.ready += u32::from(pod.ready);
+            }
+            None => c.pending += 1,
         }
     }
 
     let lead = release_lead(snap, config);
     let mut needs = Vec::new();
-    for svc in &snap.services {
-        let c = counts.remove(svc.name.as_str()).unwrap_or_default();
+    for (svc, c) in snap.services.iter().zip(counts) {
         let mut expected = c.bound + c.pending;
         let mut rising = false;
         let mut because = if c.pending > 0 { format!("{} pending pods", c.pending) } else { String::new() };
@@ -136,16 +146,15 @@ pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration)
         });
     }
     // Pending online pods of services the controller was not told about still need a node.
-    let mut rest: Vec<_> = unknown_pending.into_iter().collect();
+    let mut rest: Vec<_> = unknown.into_iter().filter_map(|(name, (c, req))| Some((name, c, req?))).collect();
     rest.sort_by(|a, b| a.0.cmp(b.0));
-    for (name, (req, n)) in rest {
-        let bound = counts.get(name).map_or(0, |c| c.bound);
+    for (name, c, req) in rest {
         needs.push(OnlineNeed {
             service: name.to_string(),
             replica: req,
-            bound,
-            expected: bound + n,
-            because: format!("{n} pending pods"),
+            bound: c.bound,
+            expected: c.bound + c.pending,
+            because: format!("{} pending pods", c.pending),
             rising: false,
         });
     }
@@ -155,13 +164,16 @@ pub fn online_needs(snap: &Snapshot, config: &Config, calibration: &Calibration)
 /// Builds the per-node rooms: what is held now, then the reservations for `needs` placed where
 /// the scheduler would put them (the freest node first; a node where releasing training makes
 /// room only when no node has free room), then the margin.
-pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Vec<NodeRoom>, Vec<String>) {
-    let index: NameMap<&str, usize> = snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+pub fn node_rooms(
+    snap: &Snapshot,
+    index: &PodIndex,
+    needs: &[OnlineNeed],
+    config: &Config,
+) -> (Vec<NodeRoom>, Vec<String>) {
     let mut rooms: Vec<NodeRoom> = snap
         .nodes
         .iter()
         .map(|n| NodeRoom {
-            name: n.name.clone(),
             schedulable: n.schedulable,
             allocatable: n.allocatable,
             free: n.allocatable,
@@ -171,9 +183,9 @@ pub fn node_rooms(snap: &Snapshot, needs: &[OnlineNeed], config: &Config) -> (Ve
             pressure: Vec::new(),
         })
         .collect();
-    for pod in &snap.pods {
-        let Some(i) = pod.node.as_deref().and_then(|n| index.get(n)) else { continue };
-        let room = &mut rooms[*i];
+    for (p, pod) in snap.pods.iter().enumerate() {
+        let Some(i) = index.node_of(p) else { continue };
+        let room = &mut rooms[i];
         room.free -= pod.requests;
         // Workers are what is being planned; a terminating one is leaving anyway.
         if !matches!(pod.class, PodClass::Worker { .. }) {
@@ -237,13 +249,10 @@ impl SpreadIndex {
     }
 
     fn new(rooms: &[NodeRoom]) -> SpreadIndex {
-        let mut index = SpreadIndex { by_free: BTreeSet::new(), by_room: BTreeSet::new() };
-        for (i, room) in rooms.iter().enumerate().filter(|(_, r)| r.schedulable) {
-            let [f, r] = Self::keys(i, room);
-            index.by_free.insert(f);
-            index.by_room.insert(r);
-        }
-        index
+        // Built from all keys at once (sorted, then filled in linear time), as the Placer is.
+        let keys: Vec<_> =
+            rooms.iter().enumerate().filter(|(_, r)| r.schedulable).map(|(i, r)| Self::keys(i, r)).collect();
+        SpreadIndex { by_free: keys.iter().map(|[f, _]| *f).collect(), by_room: keys.iter().map(|[_, r]| *r).collect() }
     }
 
     fn pick(&self, rooms: &[NodeRoom], pod: &Resources) -> Option<usize> {

@@ -11,8 +11,9 @@ use super::forecast::Calibration;
 use super::guard::apply_latency_guard;
 use super::intent::{NodeCapacity, Reason, ScaleIntent};
 use super::plan::{plan_jobs, JobPlan};
+use super::pod_index::PodIndex;
 use super::resources::Resources;
-use super::snapshot::Snapshot;
+use super::snapshot::{Node, Snapshot};
 
 /// Everything one decision produced.
 #[derive(Clone, Debug, Default)]
@@ -50,14 +51,15 @@ impl Core {
     }
 
     pub fn decide(&mut self, snap: &Snapshot) -> Decision {
-        self.calibration.observe(snap, &self.config);
+        let index = PodIndex::new(snap);
+        self.calibration.observe(snap, &index, &self.config);
         self.scaling.observe(snap);
         let split = completion::split(snap, &self.scaling, self.config.completion_time_split);
-        let needs = online_needs(snap, &self.config, &self.calibration);
-        let (mut rooms, notes) = node_rooms(snap, &needs, &self.config);
-        apply_latency_guard(snap, &needs, &mut rooms, &mut self.memory, &self.config);
+        let needs = online_needs(snap, &index, &self.config, &self.calibration);
+        let (mut rooms, notes) = node_rooms(snap, &index, &needs, &self.config);
+        apply_latency_guard(snap, &index, &needs, &mut rooms, &mut self.memory, &self.config);
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
-        let plans = plan_jobs(snap, &mut rooms, &split.weights, &mut self.memory, &self.config);
+        let plans = plan_jobs(snap, &index, &mut rooms, &split.weights, &mut self.memory, &self.config);
 
         let jobs: Vec<&str> = snap.jobs.iter().map(|j| j.name.as_str()).collect();
         let services: Vec<&str> = snap.services.iter().map(|s| s.name.as_str()).collect();
@@ -70,13 +72,16 @@ impl Core {
             .iter()
             .zip(&plans)
             .zip(&split.because)
-            .filter_map(|((job, plan), split)| intent_for(&job.name, job.target_workers, plan, split, &rooms))
+            .filter_map(|((job, plan), split)| {
+                intent_for(&job.name, job.target_workers, plan, split, &snap.nodes, &rooms)
+            })
             .collect();
         let nodes = rooms
             .iter()
             .zip(initial)
-            .map(|(r, initial)| NodeCapacity {
-                node: r.name.clone(),
+            .zip(&snap.nodes)
+            .map(|((r, initial), node)| NodeCapacity {
+                node: node.name.clone(),
                 allocatable: r.allocatable,
                 reserved_online: r.reserved,
                 training_room: initial.clamp_non_negative(),
@@ -87,11 +92,15 @@ impl Core {
     }
 }
 
+/// Causes an explanation lists, strongest first; the rest are counted.
+const LISTED_CAUSES: usize = 8;
+
 fn intent_for(
     job: &str,
     from: u32,
     plan: &JobPlan,
     split: &Option<String>,
+    snap_nodes: &[Node],
     rooms: &[super::capacity::NodeRoom],
 ) -> Option<ScaleIntent> {
     let target = plan.target();
@@ -102,7 +111,7 @@ fn intent_for(
     let release_pods: Vec<String> =
         if target <= from { plan.released.iter().map(|(n, _)| n.clone()).collect() } else { Vec::new() };
     let nodes: BTreeSet<usize> = plan.released.iter().filter_map(|(_, n)| *n).collect();
-    let release_nodes: Vec<String> = nodes.iter().map(|&i| rooms[i].name.clone()).collect();
+    let release_nodes: Vec<String> = nodes.iter().map(|&i| snap_nodes[i].name.clone()).collect();
 
     if target > from {
         let reason = if from == 0 { Reason::Start } else { Reason::Grow };
@@ -116,25 +125,28 @@ fn intent_for(
         return Some(ScaleIntent { job: job.to_string(), from, target, release_pods, release_nodes, reason, why });
     }
 
-    // Shrink: the reason is the strongest pressure on the nodes its workers leave.
-    let mut causes: BTreeSet<(Reason, String)> = BTreeSet::new();
+    // Shrink: the reason is the strongest pressure on the nodes its workers leave, listed by
+    // reason and then in the cluster's node order. Strings are
+    // made only for the causes the explanation lists: a shrink across thousands of nodes would
+    // otherwise format (and print) one per node.
+    let mut causes: BTreeSet<(Reason, usize, &str)> = BTreeSet::new();
     for &i in &nodes {
         if rooms[i].pressure.is_empty() {
             let cause = if plan.made_room_for_waiting {
-                (Reason::FairShare, format!("{}: room for the floors of waiting jobs", rooms[i].name))
+                (Reason::FairShare, i, "room for the floors of waiting jobs")
             } else {
-                (Reason::HigherPriority, format!("{}: room taken by higher-priority jobs", rooms[i].name))
+                (Reason::HigherPriority, i, "room taken by higher-priority jobs")
             };
             causes.insert(cause);
         }
         for (reason, text) in &rooms[i].pressure {
-            causes.insert((*reason, format!("{}: {text}", rooms[i].name)));
+            causes.insert((*reason, i, text.as_str()));
         }
     }
     let reason = if plan.gave_way {
         Reason::GiveWay
     } else {
-        causes.iter().map(|(r, _)| *r).min().unwrap_or(Reason::OnlineHeadroom)
+        causes.iter().map(|(r, _, _)| *r).min().unwrap_or(Reason::OnlineHeadroom)
     };
     let mut why = format!("{job}: {from} -> {target} workers");
     if target == from {
@@ -146,8 +158,12 @@ fn intent_for(
     if causes.is_empty() {
         why.push_str(": workers it was starting no longer fit");
     } else {
-        let list: Vec<&str> = causes.iter().map(|(_, t)| t.as_str()).collect();
+        let list: Vec<String> =
+            causes.iter().take(LISTED_CAUSES).map(|(_, i, text)| format!("{}: {text}", snap_nodes[*i].name)).collect();
         why.push_str(&format!(": {}", list.join("; ")));
+        if causes.len() > LISTED_CAUSES {
+            why.push_str(&format!("; and {} more", causes.len() - LISTED_CAUSES));
+        }
     }
     Some(ScaleIntent { job: job.to_string(), from, target, release_pods, release_nodes, reason, why })
 }

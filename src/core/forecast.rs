@@ -16,10 +16,10 @@
 
 use std::collections::HashMap;
 
-use super::name_map::NameMap;
 use std::time::Duration;
 
 use super::config::Config;
+use super::pod_index::PodIndex;
 use super::snapshot::{Hpa, Sample, Service, Snapshot};
 
 /// Load is calm when every sample of the window is within this factor of the smallest.
@@ -44,22 +44,19 @@ impl Calibration {
     /// Learns from every service that is calm now: load flat (within 10%) over `trend_window`
     /// with at least three samples, its HPA at rest (desired = current) with a metric, and as
     /// many ready replicas bound as the HPA counts.
-    pub fn observe(&mut self, snap: &Snapshot, config: &Config) {
-        let mut ready: NameMap<&str, u32> = NameMap::default();
-        for pod in &snap.pods {
-            if let (super::snapshot::PodClass::Online { service }, Some(_), true, false) =
-                (&pod.class, &pod.node, pod.ready, pod.terminating)
+    pub fn observe(&mut self, snap: &Snapshot, index: &PodIndex, config: &Config) {
+        let mut ready = vec![0u32; snap.services.len()];
+        for (p, pod) in snap.pods.iter().enumerate() {
+            if let (super::snapshot::PodClass::Online { .. }, Some(_), true, false, Some(s)) =
+                (&pod.class, &pod.node, pod.ready, pod.terminating, index.owner_of(p))
             {
-                *ready.entry(service.as_str()).or_default() += 1;
+                ready[s] += 1;
             }
         }
-        for svc in &snap.services {
+        for (svc, ready) in snap.services.iter().zip(ready) {
             let Some(h) = &svc.hpa else { continue };
             let Some(m) = h.metric.filter(|m| m.current.is_finite() && m.current >= MIN_METRIC) else { continue };
-            if h.desired_replicas != h.current_replicas
-                || h.current_replicas == 0
-                || ready.get(svc.name.as_str()).copied() != Some(h.current_replicas)
-            {
+            if h.desired_replicas != h.current_replicas || h.current_replicas == 0 || ready != h.current_replicas {
                 continue;
             }
             let Some(mean) = calm_mean(&svc.load, snap.now, config.trend_window) else { continue };

@@ -1,12 +1,11 @@
 //! Heracles-style latency guard: when a service's p99 slack runs low, training stops growing on
 //! the nodes that host it; when the slack is gone, training there shrinks step by step.
 
-use super::name_map::NameMap;
-
 use super::capacity::{NodeRoom, OnlineNeed};
 use super::config::Config;
 use super::damping::Memory;
 use super::intent::Reason;
+use super::pod_index::PodIndex;
 use super::resources::Resources;
 use super::snapshot::{PodClass, Snapshot};
 
@@ -15,25 +14,32 @@ use super::snapshot::{PodClass, Snapshot};
 /// low once the service has the replicas it asked for points at interference, and shrinks.
 pub fn apply_latency_guard(
     snap: &Snapshot,
+    index: &PodIndex,
     needs: &[OnlineNeed],
     rooms: &mut [NodeRoom],
     memory: &mut Memory,
     config: &Config,
 ) {
-    let index: NameMap<&str, usize> = rooms.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
     let mut training_on: Vec<Resources> = vec![Resources::ZERO; rooms.len()];
-    let mut hosts: NameMap<&str, Vec<usize>> = NameMap::default();
-    for pod in &snap.pods {
-        let Some(&i) = pod.node.as_deref().and_then(|n| index.get(n)) else { continue };
+    // Per service of the snapshot: the nodes its pods are on.
+    let mut hosts: Vec<Vec<usize>> = vec![Vec::new(); snap.services.len()];
+    for (p, pod) in snap.pods.iter().enumerate() {
+        let Some(i) = index.node_of(p) else { continue };
         match &pod.class {
             PodClass::Worker { .. } if !pod.terminating => training_on[i] += pod.requests,
-            PodClass::Online { service } => hosts.entry(service.as_str()).or_default().push(i),
+            PodClass::Online { .. } => {
+                if let Some(s) = index.owner_of(p) {
+                    hosts[s].push(i);
+                }
+            }
             _ => {}
         }
     }
-    for svc in &snap.services {
+    for (svc, nodes) in snap.services.iter().zip(&hosts) {
+        if nodes.is_empty() {
+            continue;
+        }
         let Some(lat) = svc.latency else { continue };
-        let Some(nodes) = hosts.get(svc.name.as_str()) else { continue };
         let slack = lat.slack();
         let (shrink, text) = match slack {
             None => (false, format!("latency guard: {} p99 unknown or stale", svc.name)),

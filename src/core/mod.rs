@@ -6,12 +6,14 @@ pub mod completion;
 pub mod config;
 pub mod damping;
 pub mod decide;
+pub mod fill;
 pub mod forecast;
 pub mod guard;
 pub mod intent;
 pub mod name_map;
 pub mod placer;
 pub mod plan;
+pub mod pod_index;
 pub mod resources;
 pub mod snapshot;
 
@@ -19,7 +21,9 @@ pub use config::Config;
 pub use decide::{Core, Decision};
 pub use intent::{NodeCapacity, Reason, ScaleIntent};
 pub use resources::Resources;
-pub use snapshot::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Service, Snapshot, WorkReport};
+pub use snapshot::{
+    Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Sample, Service, SharedName, Snapshot, WorkReport,
+};
 
 #[cfg(test)]
 mod test_support;

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use super::capacity::{node_rooms, online_needs, NodeRoom, OnlineNeed};
 use super::damping::{GrowVerdict, Memory};
+use super::fill::{fill_counts, water_fill, FillEntry};
 use super::placer::Placer;
+use super::pod_index::PodIndex;
 use super::test_support::*;
 use super::*;
 
@@ -37,7 +39,7 @@ fn quantum_cluster(bound: u32, desired: u32, max: u32, rising: bool) -> Snapshot
 /// (expected replicas, rising) of `web` under `quantum`.
 fn quantum_need(quantum: f64, s: &Snapshot) -> (u32, bool) {
     let config = Config { reserve_quantum: quantum, ..Config::default() };
-    let needs = online_needs(s, &config, &Default::default());
+    let needs = online_needs(s, &PodIndex::new(s), &config, &Default::default());
     assert_eq!(needs.len(), 1, "{needs:#?}");
     (needs[0].expected, needs[0].rising)
 }
@@ -350,9 +352,8 @@ fn linear_place(rooms: &mut [NodeRoom], held_below: &[Resources], worker: &Resou
     Some(i)
 }
 
-fn room(i: usize, allocatable: Resources, training_room: Resources) -> NodeRoom {
+fn room(allocatable: Resources, training_room: Resources) -> NodeRoom {
     NodeRoom {
-        name: format!("n{i}"),
         schedulable: true,
         allocatable,
         free: training_room,
@@ -371,7 +372,7 @@ fn random_rooms(rng: &mut Rng) -> (Vec<NodeRoom>, Vec<Resources>) {
     let n = 20 + rng.below(31) as usize;
     let mut rooms = Vec::with_capacity(n);
     let mut held = Vec::with_capacity(n);
-    for i in 0..n {
+    for _ in 0..n {
         let gpu = if rng.chance(35) { rng.pick(&[2, 4, 8]) } else { 0 };
         let cpu = rng.pick(&[4000, 8000, 16_000]);
         let mem = rng.pick(&[16, 32, 64]) * GI;
@@ -381,7 +382,7 @@ fn random_rooms(rng: &mut Rng) -> (Vec<NodeRoom>, Vec<Resources>) {
             512 * MI * rng.below((mem / (512 * MI)) as u64 + 3) as i64,
             rng.below(gpu as u64 + 1) as i64,
         );
-        let mut r = room(i, allocatable, allocatable - used);
+        let mut r = room(allocatable, allocatable - used);
         r.schedulable = !rng.chance(10);
         r.hold_growth = rng.chance(15);
         rooms.push(r);
@@ -439,7 +440,7 @@ fn placer_picks_the_same_node_as_the_linear_best_fit() {
                     None => refused_total += 1,
                 }
                 for (a, b) in indexed.iter().zip(&linear) {
-                    assert_eq!(a.training_room, b.training_room, "seed {seed:#x} round {round} op {op}: {}", a.name);
+                    assert_eq!(a.training_room, b.training_room, "seed {seed:#x} round {round} op {op}");
                 }
             }
             // A shape the placer was not built for is never placed.
@@ -457,12 +458,12 @@ fn placer_prefers_not_displacing_then_tightest_then_lowest_index() {
     let w = res(1000, 1);
     let alloc = res(8000, 32);
     let mut rooms = vec![
-        room(0, alloc, res(3000, 8)),
-        room(1, alloc, res(2000, 8)), // tightest, but 1.5 CPU is held by a lower priority
-        room(2, alloc, res(3000, 8)),
-        room(3, alloc, res(1000, 4)), // tighter still, but cordoned
-        room(4, alloc, res(1000, 4)), // and under a growth hold
-        room(5, alloc, res(3000, 4)), // same CPU as n0 and n2, less memory
+        room(alloc, res(3000, 8)),
+        room(alloc, res(2000, 8)), // tightest, but 1.5 CPU is held by a lower priority
+        room(alloc, res(3000, 8)),
+        room(alloc, res(1000, 4)), // tighter still, but cordoned
+        room(alloc, res(1000, 4)), // and under a growth hold
+        room(alloc, res(3000, 4)), // same CPU as n0 and n2, less memory
     ];
     rooms[3].schedulable = false;
     rooms[4].hold_growth = true;
@@ -548,17 +549,18 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
                 })
                 .collect();
             let config = Config { safety_margin: rng.pick(&[0.0, 0.05]), ..Config::default() };
-            let (rooms, unplaced) = node_rooms(&snapshot, &needs, &config);
+            let (rooms, unplaced) = node_rooms(&snapshot, &PodIndex::new(&snapshot), &needs, &config);
 
             // The reference: rooms from the pods, then one linear scan per replica.
             let mut expected: Vec<NodeRoom> = snapshot
                 .nodes
                 .iter()
-                .enumerate()
-                .map(|(i, n)| NodeRoom { schedulable: n.schedulable, ..room(i, n.allocatable, n.allocatable) })
+                .map(|n| NodeRoom { schedulable: n.schedulable, ..room(n.allocatable, n.allocatable) })
                 .collect();
             for p in &snapshot.pods {
-                let Some(i) = snapshot.nodes.iter().position(|n| Some(&n.name) == p.node.as_ref()) else { continue };
+                let Some(i) = snapshot.nodes.iter().position(|n| Some(n.name.as_str()) == p.node.as_deref()) else {
+                    continue;
+                };
                 expected[i].free -= p.requests;
                 if !matches!(p.class, PodClass::Worker { .. }) {
                     expected[i].training_room -= p.requests;
@@ -591,8 +593,8 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
             unplaced_total += expected_unplaced.len();
 
             assert_eq!(unplaced, expected_unplaced, "seed {seed} round {round}");
-            for (got, want) in rooms.iter().zip(&expected) {
-                let at = format!("seed {seed} round {round} {}", got.name);
+            for (node, (got, want)) in rooms.iter().zip(&expected).enumerate() {
+                let at = format!("seed {seed} round {round} node {node}");
                 assert_eq!(got.reserved, want.reserved, "{at}");
                 assert_eq!(got.free, want.free, "{at}");
                 assert_eq!(got.training_room, want.training_room, "{at}");
@@ -614,8 +616,8 @@ fn cpu_worker_prefers_the_node_without_spare_gpus_on_a_tie() {
     // Same CPU and memory room; one node has 4 GPUs free. Both placement paths pick the
     // CPU-only node, keeping the GPU node for GPU jobs.
     let rooms = vec![
-        room(0, Resources::new(4000, 16 * GI, 4), Resources::new(4000, 16 * GI, 4)),
-        room(1, Resources::new(4000, 16 * GI, 0), Resources::new(4000, 16 * GI, 0)),
+        room(Resources::new(4000, 16 * GI, 4), Resources::new(4000, 16 * GI, 4)),
+        room(Resources::new(4000, 16 * GI, 0), Resources::new(4000, 16 * GI, 0)),
     ];
     let held = vec![Resources::ZERO; 2];
     let worker = Resources::new(1000, GI, 0);
@@ -651,4 +653,80 @@ fn pending_pods_of_a_service_without_hpa_are_reserved_exactly() {
     pods.extend((10..13).map(|i| pod(&format!("web-{i}"), PodClass::Online { service: "web".into() }, None, replica)));
     let s = snap(1000, vec![node("n1", 64_000, 256)], pods, vec![service("web", replica)], vec![]);
     assert_eq!(quantum_need(0.5, &s), (13, false));
+}
+
+/// The dry run of plan_jobs counts slots when every job has the same worker shape
+/// (`fill_counts`): each job gets as many as the fill that places them on nodes gives it,
+/// gang floors included, on rooms over-committed, cordoned and held.
+#[test]
+fn counting_slots_gives_each_job_what_placing_gives_it() {
+    let mut grew = 0;
+    for seed in 1..=300u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let (rooms, held) = random_rooms(&mut rng);
+        let total: Resources = rooms.iter().map(|r| r.allocatable).sum();
+        let worker = Resources::new(rng.pick(&[500, 1000, 2000]), rng.pick(&[1, 2, 4]) * GI, rng.pick(&[0, 0, 1]));
+        let entries: Vec<(f64, u32, u32, u32)> = (0..1 + rng.below(4))
+            .map(|_| {
+                let start = rng.pick(&[0, 0, 1, 3]);
+                (rng.pick(&[1.0, 2.0, 3.0]), rng.pick(&[1, 2, 4]), start, start + rng.pick(&[1, 5, 40]))
+            })
+            .collect();
+        let fill = || -> Vec<FillEntry> {
+            entries
+                .iter()
+                .enumerate()
+                .map(|(j, &(weight, min, start, cap))| FillEntry {
+                    job: j,
+                    rank: j,
+                    worker,
+                    weight,
+                    min,
+                    start,
+                    count: start,
+                    cap,
+                    active: true,
+                })
+                .collect()
+        };
+        let mut placed = fill();
+        water_fill(&mut rooms.clone(), &held, &mut placed, &total);
+        let mut counted = fill();
+        assert!(fill_counts(&rooms, &mut counted, &total).is_some(), "one shape");
+        let counts = |es: &[FillEntry]| es.iter().map(|e| e.count).collect::<Vec<_>>();
+        assert_eq!(counts(&counted), counts(&placed), "seed {seed}: {entries:?}");
+        grew += usize::from(placed.iter().any(|e| e.count > e.start));
+    }
+    assert!(grew > 100, "only {grew} of 300 cases placed any worker: the rooms are too full to test anything");
+    // Two shapes: counting would not be exact, so it is not done.
+    let mut two = vec![
+        FillEntry {
+            job: 0,
+            rank: 0,
+            worker: Resources::new(1000, GI, 0),
+            weight: 1.0,
+            min: 1,
+            start: 0,
+            count: 0,
+            cap: 9,
+            active: true,
+        },
+        FillEntry {
+            job: 1,
+            rank: 1,
+            worker: Resources::new(2000, GI, 0),
+            weight: 1.0,
+            min: 1,
+            start: 0,
+            count: 0,
+            cap: 9,
+            active: true,
+        },
+    ];
+    assert!(fill_counts(
+        &[room(Resources::new(8000, 8 * GI, 0), Resources::new(8000, 8 * GI, 0))],
+        &mut two,
+        &Resources::new(8000, 8 * GI, 0)
+    )
+    .is_none());
 }

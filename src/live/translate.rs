@@ -140,17 +140,17 @@ pub fn classify(
 ) -> PodClass {
     if let Some(job) = labels.get(JOB_LABEL) {
         match labels.get(ROLE_LABEL).map(String::as_str) {
-            Some("worker") => return PodClass::Worker { job: job.clone() },
-            Some("master") => return PodClass::Master { job: job.clone() },
+            Some("worker") => return PodClass::Worker { job: job.as_str().into() },
+            Some("master") => return PodClass::Master { job: job.as_str().into() },
             _ => {}
         }
     }
     if labels.get(MASTER_LABEL).is_some_and(|v| v == "true") {
-        return PodClass::Master { job: labels.get(JOB_LABEL).cloned().unwrap_or_default() };
+        return PodClass::Master { job: labels.get(JOB_LABEL).map_or("", String::as_str).into() };
     }
     for (service, selector) in online {
         if selector.matches(labels) {
-            return PodClass::Online { service: service.clone() };
+            return PodClass::Online { service: service.as_str().into() };
         }
     }
     PodClass::System

@@ -12,6 +12,7 @@ use super::master::types::{Phase, Status};
 use super::selector::LabelSelector;
 use super::state::{Classifier, ClusterState, DEFAULT_GRACE};
 use super::translate::{self, JobOverrides};
+use crate::core::name_map::NameMap;
 use crate::core::resources::{parse_cpu, parse_memory};
 use crate::core::{Job, Latency, PodClass, Resources, Sample, Service, Snapshot, WorkReport};
 
@@ -85,19 +86,30 @@ pub fn snapshot<'s>(state: &'s mut ClusterState, inputs: &Inputs) -> (&'s Snapsh
 
     // One replica's requests per service, and per job the longest termination grace period of
     // its workers (its release latency when the master does not announce one).
-    let mut replica: BTreeMap<&str, Resources> = BTreeMap::new();
-    let mut grace: BTreeMap<&str, Duration> = BTreeMap::new();
+    // This walks every pod each decision (150,000 at 5,000 nodes): it goes by the state's shared
+    // copy of each name (one pointer per service or job, core::SharedName), then by name.
+    let mut replica_by_copy: NameMap<*const u8, (&str, Resources)> = NameMap::default();
+    let mut grace_by_copy: NameMap<*const u8, (&str, Duration)> = NameMap::default();
     for (p, g) in state.pods_with_grace() {
         match &p.class {
-            PodClass::Online { service } if !replica.contains_key(service.as_str()) => {
-                replica.insert(service.as_str(), p.requests);
+            PodClass::Online { service } => {
+                replica_by_copy.entry(service.as_ptr()).or_insert((&**service, p.requests));
             }
             PodClass::Worker { job } => {
-                let e = grace.entry(job.as_str()).or_default();
-                *e = (*e).max(g);
+                let e = grace_by_copy.entry(job.as_ptr()).or_insert((&**job, g));
+                e.1 = e.1.max(g);
             }
             _ => {}
         }
+    }
+    let mut replica: NameMap<&str, Resources> = NameMap::default();
+    for (name, requests) in replica_by_copy.into_values() {
+        replica.entry(name).or_insert(requests);
+    }
+    let mut grace: NameMap<&str, Duration> = NameMap::default();
+    for (name, g) in grace_by_copy.into_values() {
+        let e = grace.entry(name).or_insert(g);
+        *e = (*e).max(g);
     }
 
     let services = inputs

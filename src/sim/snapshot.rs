@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::cluster::PodKind;
 use super::engine::World;
 use super::jobs::SimJob;
-use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Service, Snapshot};
+use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Service, SharedName, Snapshot};
 
 impl World<'_> {
     /// What `colocate` sees now (see the module's doc).
@@ -26,6 +26,10 @@ fn build_snapshot(world: &World) -> Snapshot {
         .map(|n| Node { name: n.name.clone(), allocatable: n.allocatable, schedulable: true })
         .collect();
     let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();
+    // One shared copy of each name for all the pods that refer to it (core::SharedName).
+    let node_names: Vec<SharedName> = world.cluster.nodes.iter().map(|n| n.name.as_str().into()).collect();
+    let service_names: Vec<SharedName> = spec.services.iter().map(|s| s.name.as_str().into()).collect();
+    let job_names: Vec<SharedName> = world.jobs.iter().map(|j| j.spec.name.as_str().into()).collect();
     let pods = world
         .cluster
         .pods
@@ -33,13 +37,13 @@ fn build_snapshot(world: &World) -> Snapshot {
         .map(|p| {
             let class = match p.kind {
                 PodKind::System => PodClass::System,
-                PodKind::Online { service } => PodClass::Online { service: spec.services[service].name.clone() },
-                PodKind::Worker { job } => PodClass::Worker { job: world.jobs[job].spec.name.clone() },
+                PodKind::Online { service } => PodClass::Online { service: service_names[service].clone() },
+                PodKind::Worker { job } => PodClass::Worker { job: job_names[job].clone() },
             };
             Pod {
                 name: p.name.clone(),
                 class,
-                node: p.node.map(|n| world.cluster.nodes[n].name.clone()),
+                node: p.node.map(|n| node_names[n].clone()),
                 requests: p.requests,
                 ready: p.is_ready(now),
                 terminating: p.leaving_at.is_some(),

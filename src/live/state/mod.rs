@@ -19,8 +19,11 @@ use super::selector::LabelSelector;
 use super::translate::{self, MASTER_LABEL};
 use crate::core::{Node, Pod, PodClass, Snapshot};
 
+mod names;
 #[cfg(test)]
 mod tests;
+
+use names::Names;
 
 /// The state as the watches, the decider, discovery and the actuator share it.
 pub type SharedState = Arc<Mutex<ClusterState>>;
@@ -45,19 +48,20 @@ pub struct Classifier {
 impl Classifier {
     /// Class of a pod, with job and service names qualified by namespace; workers of jobs
     /// whose master is not answering are left alone like any other unmanaged pod.
-    fn class(&self, namespace: &str, labels: &BTreeMap<String, String>) -> PodClass {
+    fn class(&self, namespace: &str, labels: &BTreeMap<String, String>, names: &mut Names) -> PodClass {
         let selectors = self.selectors.get(namespace).map_or(&[][..], Vec::as_slice);
         match translate::classify(labels, selectors) {
             PodClass::Worker { job } => {
                 let key = format!("{namespace}/{job}");
                 if self.managed.contains(&key) {
-                    PodClass::Worker { job: key }
+                    PodClass::Worker { job: names.get(&key) }
                 } else {
                     PodClass::System
                 }
             }
-            PodClass::Master { job } => PodClass::Master { job: format!("{namespace}/{job}") },
-            other => other,
+            PodClass::Master { job } => PodClass::Master { job: names.get(&format!("{namespace}/{job}")) },
+            PodClass::Online { service } => PodClass::Online { service: names.get(&service) },
+            PodClass::System => PodClass::System,
         }
     }
 }
@@ -100,6 +104,8 @@ type PodEntry = (String, Translated, Option<Arc<KubePod>>);
 pub struct ClusterState {
     /// Nodes and pods as the core reads them; services, jobs and time are set per decision.
     snapshot: Snapshot,
+    /// The names the pods' node and class refer to, one copy each.
+    names: Names,
     /// Index in `snapshot.nodes` by node name.
     node_slots: HashMap<String, usize>,
     /// Index in `snapshot.pods` and `facts` by `namespace/name` (the pod's name in the core).
@@ -198,7 +204,7 @@ impl ClusterState {
         }
         self.classifier = classifier;
         for (pod, facts) in self.snapshot.pods.iter_mut().zip(&self.facts) {
-            pod.class = self.classifier.class(&facts.namespace, &facts.labels);
+            pod.class = self.classifier.class(&facts.namespace, &facts.labels, &mut self.names);
         }
     }
 
@@ -246,7 +252,7 @@ impl ClusterState {
             .collect()
     }
 
-    fn pod_entry(&self, p: &KubePod) -> PodEntry {
+    fn pod_entry(&mut self, p: &KubePod) -> PodEntry {
         let key = pod_key(p);
         let is_master = p.metadata.labels.as_ref().and_then(|l| l.get(MASTER_LABEL)).is_some_and(|v| v == "true");
         let master = is_master.then(|| Arc::new(p.clone()));
@@ -262,8 +268,8 @@ impl ClusterState {
                 let grace = seconds.map_or(DEFAULT_GRACE, |s| Duration::from_secs(s.max(0).unsigned_abs()));
                 let pod = Pod {
                     name: key.clone(),
-                    class: self.classifier.class(&namespace, &labels),
-                    node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                    class: self.classifier.class(&namespace, &labels, &mut self.names),
+                    node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).map(|n| self.names.get(n)),
                     requests,
                     ready: translate::pod_is_ready(p),
                     terminating: p.metadata.deletion_timestamp.is_some(),

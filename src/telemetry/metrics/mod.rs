@@ -438,16 +438,20 @@ impl Metrics {
             self.job_min.remove(&[("job", gone.clone())]);
             self.job_max.remove(&[("job", gone.clone())]);
         }
+        // Bound, non-terminating workers per job, in one pass over the pods.
+        let mut running: BTreeMap<&str, i64> = snap.jobs.iter().map(|j| (j.name.as_str(), 0)).collect();
+        for p in &snap.pods {
+            if let (PodClass::Worker { job }, Some(_), false) = (&p.class, &p.node, p.terminating) {
+                if let Some(n) = running.get_mut(&**job) {
+                    *n += 1;
+                }
+            }
+        }
         for job in &snap.jobs {
-            let running = snap
-                .pods
-                .iter()
-                .filter(|p| p.node.is_some() && !p.terminating)
-                .filter(|p| matches!(&p.class, PodClass::Worker { job: j } if *j == job.name))
-                .count();
+            let running = running.get(job.name.as_str()).copied().unwrap_or(0);
             let target = decision.intents.iter().find(|i| i.job == job.name).map_or(job.target_workers, |i| i.target);
             let label = [("job", job.name.clone())];
-            self.job_workers.get_or_create(&label).set(running as i64);
+            self.job_workers.get_or_create(&label).set(running);
             self.job_target.get_or_create(&label).set(i64::from(target));
             self.job_min.get_or_create(&label).set(i64::from(job.min_workers));
             self.job_max.get_or_create(&label).set(i64::from(job.max_workers));
@@ -464,8 +468,13 @@ impl Metrics {
         let mut waiting: BTreeMap<String, u32> = snap.services.iter().map(|s| (s.name.clone(), 0)).collect();
         for pod in &snap.pods {
             if let PodClass::Online { service } = &pod.class {
-                let n = waiting.entry(service.clone()).or_default();
-                *n += u32::from(pod.node.is_none() && !pod.terminating);
+                let waits = u32::from(pod.node.is_none() && !pod.terminating);
+                match waiting.get_mut(&**service) {
+                    Some(n) => *n += waits,
+                    None => {
+                        waiting.insert(service.to_string(), waits);
+                    }
+                }
             }
         }
         let elapsed = seen.waiting_at.map_or(0.0, |t| snap.now.saturating_sub(t).as_secs_f64());
@@ -648,9 +657,14 @@ fn training_cpu_by_service(snap: &Snapshot) -> BTreeMap<String, i64> {
     for pod in &snap.pods {
         let Some(node) = pod.node.as_deref() else { continue };
         match &pod.class {
-            PodClass::Online { service } => {
-                nodes_of.entry(service.clone()).or_default().insert(node);
-            }
+            PodClass::Online { service } => match nodes_of.get_mut(&**service) {
+                Some(nodes) => {
+                    nodes.insert(node);
+                }
+                None => {
+                    nodes_of.insert(service.to_string(), BTreeSet::from([node]));
+                }
+            },
             PodClass::Worker { .. } if !pod.terminating => {
                 *workers_on.entry(node).or_default() += pod.requests.cpu_milli
             }
