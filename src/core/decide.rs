@@ -126,9 +126,9 @@ fn intent_for(
     }
 
     // Shrink: the reason is the strongest pressure on the nodes its workers leave, listed by
-    // reason and then in the cluster's node order. Strings are
-    // made only for the causes the explanation lists: a shrink across thousands of nodes would
-    // otherwise format (and print) one per node.
+    // reason and then in the cluster's node order. Strings are made only for the causes the
+    // explanation lists: a shrink across thousands of nodes would otherwise format (and print)
+    // one per node.
     let mut causes: BTreeSet<(Reason, usize, &str)> = BTreeSet::new();
     for &i in &nodes {
         if rooms[i].pressure.is_empty() {

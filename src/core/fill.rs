@@ -1,6 +1,7 @@
 //! The fill of one priority level: weighted dominant-resource-share water filling of the room
-//! left after keeping, one worker at a time, each on the tightest node that fits it (plan.rs
-//! runs it twice: a dry run for what each job could have, then the fill the damping allows).
+//! left after keeping, one worker at a time, each on the tightest node that fits it. plan.rs
+//! fills twice: a dry run for what each job could have (counted when it can be, `fill_counts`),
+//! then the fill the damping allows.
 
 use super::capacity::NodeRoom;
 use super::placer::Placer;
@@ -60,11 +61,11 @@ pub fn water_fill(rooms: &mut [NodeRoom], held_below: &[Resources], entries: &mu
 /// of the fill has the same worker shape, which node takes a worker changes nothing about how
 /// many fit in all (each node holds as many as fit in its room, whoever's they are), so the
 /// dry run of plan_jobs counts slots instead of keeping nodes ordered (30,000 placements at
-/// 5,000 nodes). `None` when the shapes differ.
-pub fn fill_counts(rooms: &[NodeRoom], entries: &mut [FillEntry], total: &Resources) -> Option<()> {
-    let worker = entries.first()?.worker;
+/// 5,000 nodes). False, counting nothing, when the shapes differ.
+pub fn fill_counts(rooms: &[NodeRoom], entries: &mut [FillEntry], total: &Resources) -> bool {
+    let Some(worker) = entries.first().map(|e| e.worker) else { return true };
     if entries.iter().any(|e| e.worker != worker) {
-        return None;
+        return false;
     }
     let slots: u64 = rooms
         .iter()
@@ -72,19 +73,17 @@ pub fn fill_counts(rooms: &[NodeRoom], entries: &mut [FillEntry], total: &Resour
         .map(|r| how_many_fit(&worker, &r.training_room))
         .fold(0, u64::saturating_add);
     fill_by_share(entries, total, &mut Counted(slots));
-    Some(())
+    true
 }
 
-/// Workers like `worker` that fit side by side in `room`.
+/// Workers like `worker` that fit side by side in `room`, by `Resources::fits_in`'s rule in each
+/// dimension (a dimension the worker does not need, or needs less than nothing of, never runs
+/// out once it fits).
 fn how_many_fit(worker: &Resources, room: &Resources) -> u64 {
-    let per = |need: i64, have: i64| {
-        if need > 0 {
-            (have.max(0) / need) as u64
-        } else if have >= 0 {
-            u64::MAX
-        } else {
-            0
-        }
+    let per = |need: i64, have: i64| match need {
+        _ if have < need => 0,
+        need if need > 0 => (have / need) as u64,
+        _ => u64::MAX,
     };
     per(worker.cpu_milli, room.cpu_milli)
         .min(per(worker.memory_bytes, room.memory_bytes))

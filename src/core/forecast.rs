@@ -15,7 +15,6 @@
 //!   default policy (max(+100%, +4 pods) per sync).
 
 use std::collections::HashMap;
-
 use std::time::Duration;
 
 use super::config::Config;

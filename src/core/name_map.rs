@@ -4,12 +4,12 @@
 //! was an eighth of a decision, and FNV-1a, one byte at a time, still a tenth at 150,000
 //! (`docs/scale.md`). SipHash guards against keys chosen to collide; here the keys are the
 //! cluster's nodes, services and jobs, a few thousand at most, looked up by the pods that name
-//! them.
+//! them (or the addresses of their shared copies, `core::pod_index`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// A map from names (or small indexes) hashed with [`NameHasher`].
+/// A map from names (or small indexes, or addresses) hashed with [`NameHasher`].
 pub type NameMap<K, V> = HashMap<K, V, BuildHasherDefault<NameHasher>>;
 
 /// FxHash's step (each word mixed in by a rotate, an xor and a multiply by an odd constant), with

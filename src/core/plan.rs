@@ -70,12 +70,16 @@ pub fn plan_jobs(
     config: &Config,
 ) -> Vec<JobPlan> {
     let total: Resources = rooms.iter().filter(|r| r.schedulable).map(|r| r.allocatable).sum();
-    // Sized by the masters' targets, about what they hold: growing them one push at a time
-    // copied 100,000 workers over and over.
+    // Sized by the masters' targets, about what they hold (growing them one push at a time
+    // copied 100,000 workers over and over), and never beyond the pods there are: a target is
+    // what a master says.
     let mut pods: Vec<JobPods> = snap
         .jobs
         .iter()
-        .map(|j| JobPods { bound: Vec::with_capacity(j.target_workers as usize), pending: Vec::new() })
+        .map(|j| {
+            let expected = (j.target_workers as usize).min(snap.pods.len());
+            JobPods { bound: Vec::with_capacity(expected), pending: Vec::new() }
+        })
         .collect();
     // While online pods wait for room, the scheduler preempts workers for them and the jobs'
     // controllers replace those workers with pods that wait too. Releasing such a pod would turn
@@ -170,7 +174,7 @@ pub fn plan_jobs(
                 FillEntry::new(j, &snap.jobs[j], weights[j], start, snap.jobs[j].max_workers, rank)
             })
             .collect();
-        if fill_counts(rooms, &mut entries, &total).is_none() {
+        if !fill_counts(rooms, &mut entries, &total) {
             let mut trial_rooms: Vec<NodeRoom> = rooms.iter().map(NodeRoom::trial).collect();
             water_fill(&mut trial_rooms, &held_below, &mut entries, &total);
         }

@@ -48,6 +48,28 @@ fn hpa_desired_above_current_shrinks_training_where_the_new_pod_lands() {
     assert_eq!(node_cap(&d, "n2").reserved_online, Resources::ZERO);
 }
 
+/// A shrink across many nodes names the strongest causes, in the cluster's node order, up to
+/// eight, and counts the rest; every node it releases on is still in `release_nodes`.
+#[test]
+fn a_shrink_across_many_nodes_lists_eight_causes_and_counts_the_rest() {
+    let w = res(2000, 1);
+    let names: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+    let mut nodes: Vec<Node> = names.iter().map(|n| node(n, 8000, 32)).collect();
+    nodes.push(node("web-node", 2000, 8));
+    let mut pods = vec![online("web-0", "web", "web-node", res(2000, 2))];
+    for (i, n) in names.iter().enumerate() {
+        pods.extend(workers("a", n, 4 * i as u32..4 * i as u32 + 4, w));
+    }
+    let s = snap(100, nodes, pods, vec![service_with_hpa("web", res(2000, 2), 1, 11)], vec![job("a", w, 1, 40, 40)]);
+    let config = Config { safety_margin: 0.0, reserve_quantum: 0.0, ..Config::default() };
+    let i = the_intent(&decide_once(config, &s), "a").clone();
+    assert_eq!((i.from, i.target), (40, 30), "{}", i.why);
+    assert_eq!(i.release_nodes, names, "one worker leaves each node, and every one is named");
+    assert_eq!(i.why.matches(" web pod(s) coming").count(), 8, "{}", i.why);
+    assert!(i.why.contains("n0: 1 web pod(s) coming") && i.why.contains("n7: 1 web pod(s)"), "{}", i.why);
+    assert!(!i.why.contains("n8:") && i.why.ends_with("; and 2 more"), "{}", i.why);
+}
+
 #[test]
 fn hpa_desired_two_more_spreads_the_reservation_over_nodes() {
     // First pod: n1 (6 CPU of training room vs 4). Second: CPU ties at 2 left, n2 has more

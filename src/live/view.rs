@@ -87,13 +87,14 @@ pub fn snapshot<'s>(state: &'s mut ClusterState, inputs: &Inputs) -> (&'s Snapsh
     // One replica's requests per service, and per job the longest termination grace period of
     // its workers (its release latency when the master does not announce one).
     // This walks every pod each decision (150,000 at 5,000 nodes): it goes by the state's shared
-    // copy of each name (one pointer per service or job, core::SharedName), then by name.
-    let mut replica_by_copy: NameMap<*const u8, (&str, Resources)> = NameMap::default();
+    // copy of each name (one per service or job, core::SharedName), then by name. A service's
+    // replica is its first pod's, whatever copies of its name there are.
+    let mut replica_by_copy: NameMap<*const u8, (&str, usize, Resources)> = NameMap::default();
     let mut grace_by_copy: NameMap<*const u8, (&str, Duration)> = NameMap::default();
-    for (p, g) in state.pods_with_grace() {
+    for (i, (p, g)) in state.pods_with_grace().enumerate() {
         match &p.class {
             PodClass::Online { service } => {
-                replica_by_copy.entry(service.as_ptr()).or_insert((&**service, p.requests));
+                replica_by_copy.entry(service.as_ptr()).or_insert((&**service, i, p.requests));
             }
             PodClass::Worker { job } => {
                 let e = grace_by_copy.entry(job.as_ptr()).or_insert((&**job, g));
@@ -102,10 +103,14 @@ pub fn snapshot<'s>(state: &'s mut ClusterState, inputs: &Inputs) -> (&'s Snapsh
             _ => {}
         }
     }
-    let mut replica: NameMap<&str, Resources> = NameMap::default();
-    for (name, requests) in replica_by_copy.into_values() {
-        replica.entry(name).or_insert(requests);
+    let mut first: NameMap<&str, (usize, Resources)> = NameMap::default();
+    for (name, i, requests) in replica_by_copy.into_values() {
+        let e = first.entry(name).or_insert((i, requests));
+        if i < e.0 {
+            *e = (i, requests);
+        }
     }
+    let replica: NameMap<&str, Resources> = first.into_iter().map(|(name, (_, r))| (name, r)).collect();
     let mut grace: NameMap<&str, Duration> = NameMap::default();
     for (name, g) in grace_by_copy.into_values() {
         let e = grace.entry(name).or_insert(g);
