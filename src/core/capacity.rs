@@ -50,6 +50,11 @@ impl NodeRoom {
     pub fn trial(&self) -> NodeRoom {
         NodeRoom { pressure: Vec::new(), ..*self }
     }
+
+    /// New workers may go here: it takes pods and no latency guard holds growth on it.
+    pub fn open_to_growth(&self) -> bool {
+        self.schedulable && !self.hold_growth
+    }
 }
 
 impl OnlineNeed {

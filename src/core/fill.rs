@@ -69,7 +69,7 @@ pub fn fill_counts(rooms: &[NodeRoom], entries: &mut [FillEntry], total: &Resour
     }
     let slots: u64 = rooms
         .iter()
-        .filter(|r| r.schedulable && !r.hold_growth)
+        .filter(|r| r.open_to_growth())
         .map(|r| how_many_fit(&worker, &r.training_room))
         .fold(0, u64::saturating_add);
     fill_by_share(entries, total, &mut Counted(slots));

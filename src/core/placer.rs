@@ -57,7 +57,7 @@ impl Placer {
     /// Where node `node` belongs for `shape`: which set and under which key; `None` when such a
     /// worker may not go there.
     fn filing(&self, node: usize, room: &NodeRoom, shape: &Resources) -> Option<(usize, Key)> {
-        if !room.schedulable || room.hold_growth || !shape.fits_in(&room.training_room) {
+        if !room.open_to_growth() || !shape.fits_in(&room.training_room) {
             return None;
         }
         let set = usize::from(!shape.fits_in(&(room.training_room - self.held_below[node])));

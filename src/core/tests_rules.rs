@@ -676,17 +676,7 @@ fn counting_slots_gives_each_job_what_placing_gives_it() {
             entries
                 .iter()
                 .enumerate()
-                .map(|(j, &(weight, min, start, cap))| FillEntry {
-                    job: j,
-                    rank: j,
-                    worker,
-                    weight,
-                    min,
-                    start,
-                    count: start,
-                    cap,
-                    active: true,
-                })
+                .map(|(j, &(weight, min, start, cap))| entry(j, worker, weight, min, start, cap))
                 .collect()
         };
         let mut placed = fill();
@@ -699,31 +689,14 @@ fn counting_slots_gives_each_job_what_placing_gives_it() {
     }
     assert!(grew > 100, "only {grew} of 300 cases placed any worker: the rooms are too full to test anything");
     // Two shapes: counting would not be exact, so it is not done.
-    let mut two = vec![
-        FillEntry {
-            job: 0,
-            rank: 0,
-            worker: Resources::new(1000, GI, 0),
-            weight: 1.0,
-            min: 1,
-            start: 0,
-            count: 0,
-            cap: 9,
-            active: true,
-        },
-        FillEntry {
-            job: 1,
-            rank: 1,
-            worker: Resources::new(2000, GI, 0),
-            weight: 1.0,
-            min: 1,
-            start: 0,
-            count: 0,
-            cap: 9,
-            active: true,
-        },
-    ];
+    let mut two =
+        vec![entry(0, Resources::new(1000, GI, 0), 1.0, 1, 0, 9), entry(1, Resources::new(2000, GI, 0), 1.0, 1, 0, 9)];
     let one_room = [room(Resources::new(8000, 8 * GI, 0), Resources::new(8000, 8 * GI, 0))];
     assert!(!fill_counts(&one_room, &mut two, &Resources::new(8000, 8 * GI, 0)));
     assert!(two.iter().all(|e| e.count == 0), "nothing counted");
+}
+
+/// Job `j` of a fill (ranked `j`) with `start` workers, up to `cap`.
+fn entry(j: usize, worker: Resources, weight: f64, min: u32, start: u32, cap: u32) -> FillEntry {
+    FillEntry { job: j, rank: j, worker, weight, min, start, count: start, cap, active: true }
 }
