@@ -1,14 +1,17 @@
 //! `colocate run` when things around it break, on the real control plane: masters that fail,
 //! hang or ignore their deadline; Prometheus down; the apiserver restarting under the watches;
-//! the leader killed. Each test checks the defined behaviour, the metric that reports it, and
-//! that no job is left below its floor or changed half-way.
+//! the leader killed; the leader cut off from the API server mid-shrink. Each test checks the
+//! defined behaviour, the metric that reports it, and that no job is left below its floor or
+//! changed half-way.
 
 mod support;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
+use support::pod_recorder::{PodRecorder, Role};
+use support::proxy::Proxy;
 use support::testbed::Testbed;
 
 const FLAGS: &[&str] =
@@ -203,4 +206,114 @@ async fn a_killed_leader_is_replaced_and_no_command_is_sent_twice() {
         );
     }
     drop(leader);
+}
+
+/// Every `colocate_actuations_total` sample added up: the scale commands this replica finished
+/// sending (accepted or not).
+fn actuations(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("colocate_actuations_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The leader loses the API server in the middle of a shrink whose master ignores it, so its
+/// deadline would delete workers. It still reaches the master (masters are not behind the API
+/// server), and its connection comes back once the other replica leads. After it reads that it
+/// no longer leads, it must send no command and delete no pod; the other replica takes over and
+/// steers the job. The second replica's deadline is long, so within the test any worker deleted
+/// would be the first's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_mid_shrink_writes_nothing_once_it_knows_and_the_other_takes_over() {
+    let bed = bed().await;
+    let client = cluster::two_nodes_with_nginx(&bed).await;
+    let job = ElasticJob::start(&bed, &client, "ml", "ja", (2, 14, 12), Behaviour::Ignores, None).await;
+    eventually(Duration::from_secs(60), "12 workers bound", || {
+        let client = client.clone();
+        async move { (pod_counts(&client, "ml", "colocate.dev/role=worker").await.0 == 12).then_some(()) }
+    })
+    .await;
+    let pods = PodRecorder::start(client.clone()).await;
+
+    let proxy = Proxy::start(Proxy::upstream_of(&bed.kubeconfig));
+    let dir = tempfile::tempdir().unwrap();
+    let through_proxy = dir.path().join("kubeconfig");
+    proxy.kubeconfig_through(&bed.kubeconfig, &through_proxy);
+    let config = |deadline: &str| {
+        format!(
+            "controller:\n  release_deadline: {deadline}\nservices:\n  - {{name: nginx, namespace: web, hpa: nginx}}\n"
+        )
+    };
+    let first = Controller::spawn(&through_proxy, &config("6s"), FLAGS);
+    first.wait_ready(Duration::from_secs(30)).await;
+    eventually(Duration::from_secs(10), "the first replica to lead", || {
+        let f = &first;
+        async move { (f.metric("colocate_leader").await == 1.0).then_some(()) }
+    })
+    .await;
+
+    set_hpa(&client, 2, 8).await;
+    eventually(Duration::from_secs(10), "a shrink by the first replica", || {
+        let shrank = job.commands().iter().any(|c| c.reason == "online-headroom");
+        async move { shrank.then_some(()) }
+    })
+    .await;
+    proxy.cut();
+    let cut_at = Instant::now();
+    let second = Controller::spawn(&bed.kubeconfig, &config("10m"), FLAGS);
+
+    // The first replica steps down by its own renew deadline (2 s after its last renew).
+    eventually(Duration::from_secs(5), "the cut-off replica to step down", || {
+        let f = &first;
+        async move { (f.metric("colocate_leader").await == 0.0).then_some(()) }
+    })
+    .await;
+    let stepped_down = Instant::now();
+    let sent_then = actuations(&first.metrics().await);
+    let commands_then = job.commands().len();
+    eprintln!("the cut-off replica stepped down {:?} after the cut", stepped_down - cut_at);
+
+    eventually(Duration::from_secs(15), "the second replica to lead", || {
+        let s = &second;
+        async move { (s.metric("colocate_leader").await == 1.0).then_some(()) }
+    })
+    .await;
+    let took_over = Instant::now();
+    eprintln!("the second replica took over {:?} after the cut", took_over - cut_at);
+    // Between the two, only the first replica could have sent anything.
+    let between: Vec<_> = job.commands().into_iter().skip(commands_then).filter(|c| c.at < took_over).collect();
+    assert!(between.is_empty(), "the master got commands after the old leader stepped down: {between:?}");
+
+    // The partition heals: the old leader can reach the API server again, past its deadline.
+    proxy.heal();
+    set_hpa(&client, 8, 10).await;
+    eventually(Duration::from_secs(15), "a shrink by the new leader", || {
+        let by_new = job.commands().iter().skip(commands_then).any(|c| c.reason == "online-headroom");
+        async move { by_new.then_some(()) }
+    })
+    .await;
+    // Past the old leader's 6 s deadline by a margin.
+    let past_deadline = (cut_at + Duration::from_secs(10)).saturating_duration_since(Instant::now());
+    tokio::time::sleep(past_deadline).await;
+
+    let m = first.metrics().await;
+    assert_eq!(cluster::metric_value(&m, "colocate_leader"), 0.0, "the old leader leads again:\n{m}");
+    assert_eq!(actuations(&m), sent_then, "the old leader sent commands after it stepped down:\n{m}");
+    assert_eq!(
+        cluster::metric_value(&m, "colocate_forced_preemptions_total{job=\"ml/ja\"}"),
+        0.0,
+        "the old leader deleted workers:\n{m}"
+    );
+    let gone: Vec<String> = pods
+        .records()
+        .into_iter()
+        .filter(|p| matches!(p.role, Role::Worker { .. }) && p.deleting.is_some())
+        .map(|p| p.name)
+        .collect();
+    assert!(gone.is_empty(), "workers were deleted, and the new leader's deadline is 10 minutes away: {gone:?}");
+    assert!(actuations(&second.metrics().await) >= 1.0, "the new leader sent no command");
+    let dropped: Vec<&str> = m.lines().filter(|l| l.starts_with("colocate_writes_dropped_total{")).collect();
+    eprintln!("old leader's dropped writes: {dropped:?}");
+    drop(proxy);
 }

@@ -8,9 +8,8 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
+use support::proxy::Proxy;
 use support::testbed::Testbed;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -259,60 +259,6 @@ async fn one_leader_kill_takeover_and_graceful_release() {
     }
 }
 
-/// A TCP proxy to the API server that can be cut: afterwards it forwards nothing, in either
-/// direction, on old or new connections, and closes none (a black hole: requests hang, as in a
-/// network partition).
-struct Proxy {
-    addr: SocketAddr,
-    cut: Arc<AtomicBool>,
-}
-
-impl Proxy {
-    fn start(upstream: SocketAddr) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let cut = Arc::new(AtomicBool::new(false));
-        let cut2 = cut.clone();
-        std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for conn in listener.incoming() {
-                let Ok(down) = conn else { continue };
-                if cut2.load(Ordering::SeqCst) {
-                    held.push(down);
-                    continue;
-                }
-                let Ok(up) = TcpStream::connect(upstream) else { continue };
-                let (d2, u2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
-                let (c1, c2) = (cut2.clone(), cut2.clone());
-                std::thread::spawn(move || pump(down, up, c1));
-                std::thread::spawn(move || pump(u2, d2, c2));
-            }
-        });
-        Proxy { addr, cut }
-    }
-}
-
-fn pump(mut from: TcpStream, mut to: TcpStream, cut: Arc<AtomicBool>) {
-    let mut buf = [0u8; 16 * 1024];
-    let mut dead = false;
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        dead |= cut.load(Ordering::SeqCst);
-        if dead {
-            continue;
-        }
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    if !dead {
-        let _ = to.shutdown(Shutdown::Write);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_leader_steps_down_before_the_follower_takes_over() {
     let bed = tokio::task::spawn_blocking(Testbed::start).await.unwrap();
@@ -340,7 +286,7 @@ async fn partitioned_leader_steps_down_before_the_follower_takes_over() {
     // Partition a from the API server. Its process keeps running and would keep acting if it
     // trusted its flag without the renew deadline.
     let cut_at = Instant::now();
-    proxy.cut.store(true, Ordering::SeqCst);
+    proxy.cut();
     let last_renew = read_lease(&leases, lease_name).await.renew_time.unwrap().0;
     assert_eq!(
         wait_for_leader(&sampler, &["b"], RENEW_DEADLINE + LEASE_DURATION + RETRY_PERIOD + SLACK, "takeover").await,
@@ -380,7 +326,7 @@ async fn partitioned_leader_steps_down_before_the_follower_takes_over() {
 
     // a stays a follower while cut off and after the partition heals.
     tokio::time::sleep(RENEW_INTERVAL).await;
-    proxy.cut.store(false, Ordering::SeqCst);
+    proxy.heal();
     tokio::time::sleep(LEASE_DURATION).await;
     assert_eq!(sampler.leaders_now(), vec!["b"]);
     assert_eq!(holder(&read_lease(&leases, lease_name).await), Some("b"));

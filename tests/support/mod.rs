@@ -10,6 +10,7 @@ pub mod load_exporter;
 pub mod pod_recorder;
 pub mod process;
 pub mod prometheus;
+pub mod proxy;
 pub mod spike;
 pub mod spike_acceptance;
 pub mod spike_figures;
