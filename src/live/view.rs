@@ -170,6 +170,18 @@ fn job(key: &str, source: &JobSource, status: &Status, grace: Duration) -> Resul
     let min = o.min_workers.unwrap_or(status.workers.min);
     let max = o.max_workers.unwrap_or(status.workers.max).max(min);
     let w = &status.workers;
+    // The protocol refuses targets above `max`, so a master's own target is at most that or the
+    // workers it already has. Anything larger is a broken master; believing it would make the
+    // core reserve room for that many starting workers (one by one, for 4e9 of them).
+    let plausible = w.max.max(w.current).saturating_add(w.pending);
+    if w.target > plausible {
+        return Err(format!(
+            "job {key}: workers.target {} is above workers.max {} and the {} workers it has; its status is not used",
+            w.target,
+            w.max,
+            w.current.saturating_add(w.pending)
+        ));
+    }
     Ok(Job {
         name: key.to_string(),
         priority: o.priority.unwrap_or(source.priority),
@@ -327,6 +339,27 @@ mod tests {
         assert!(
             problems[0].starts_with("job ml/bad: worker_resources.cpu: `two` is not a Kubernetes quantity"),
             "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_target_no_master_could_have_is_refused_by_name() {
+        // Above its max (32) and its 4 workers: refused. A target above max that the workers
+        // already reach (a master started larger than its max) is believed.
+        let jobs = [
+            source("ml", "huge", Some(status("huge", 4, 4_000_000_000))),
+            source("ml", "started-big", Some(status("started-big", 40, 40))),
+        ];
+        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+        let mut state = ClusterState::default();
+        let (snap, problems) = snapshot(&mut state, &inputs);
+        assert_eq!(
+            problems,
+            ["job ml/huge: workers.target 4000000000 is above workers.max 32 and the 4 workers it has; its status is not used"]
+        );
+        assert_eq!(
+            snap.jobs.iter().map(|j| (j.name.as_str(), j.target_workers)).collect::<Vec<_>>(),
+            [("ml/started-big", 40)]
         );
     }
 
