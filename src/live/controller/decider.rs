@@ -12,7 +12,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{watch, Notify};
 
-use super::jobs::JobDirectory;
 use super::ledger::{Actuation, Bounded};
 use super::poller::Poller;
 use super::services::ServiceDirectory;
@@ -28,7 +27,6 @@ pub type ReadingsFn = Box<dyn Fn(SystemTime) -> BTreeMap<String, ServiceReading>
 pub struct Decider {
     pub core: Core,
     pub caches: Caches,
-    pub jobs: Arc<JobDirectory>,
     pub poller: Arc<Poller>,
     pub services: ServiceDirectory,
     pub readings: ReadingsFn,
@@ -82,16 +80,17 @@ impl Decider {
         let started = Instant::now();
         let now = SystemTime::now();
         let (services, mut problems) = self.services.services(&hpas, &(self.readings)(now));
-        let (discovered, job_problems) = self.jobs.jobs();
-        problems.extend(job_problems);
-        let statuses = self.poller.statuses();
-        let sources: Vec<JobSource> = discovered
-            .iter()
-            .map(|j| JobSource {
-                namespace: j.namespace.clone(),
-                name: j.name.clone(),
-                status: statuses.get(&j.key()).and_then(|p| p.status.clone()),
-                overrides: j.overrides.clone(),
+        // The jobs the latest poll found, with their statuses: one list, owned by the poller.
+        let known = self.poller.known();
+        problems.extend(known.problems);
+        let statuses = known.jobs;
+        let sources: Vec<JobSource> = statuses
+            .values()
+            .map(|p| JobSource {
+                namespace: p.job.namespace.clone(),
+                name: p.job.name.clone(),
+                status: p.status.clone(),
+                overrides: p.job.overrides.clone(),
                 priority: 0,
                 weight: 1.0,
             })
@@ -126,11 +125,10 @@ impl Decider {
             .jobs
             .iter()
             .filter_map(|j| {
-                let found = discovered.iter().find(|d| d.key() == j.name)?;
                 let polled = statuses.get(&j.name)?;
                 let status = polled.status.as_ref()?;
                 let bounded = Bounded {
-                    job: found.clone(),
+                    job: polled.job.clone(),
                     min: j.min_workers,
                     max: j.max_workers,
                     generation: status.generation,

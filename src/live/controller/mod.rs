@@ -220,7 +220,7 @@ pub async fn run(
             loop {
                 tokio::select! {
                     _ = &mut stopped => break,
-                    _ = ticker.tick() => poller.poll(&directory.jobs().0).await,
+                    _ = ticker.tick() => poller.discover_and_poll(&directory).await,
                 }
             }
         }
@@ -276,7 +276,6 @@ pub async fn run(
     let decider = Decider {
         core: Core::new(config.controller.clone()),
         caches: caches.clone(),
-        jobs: directory.clone(),
         poller: poller.clone(),
         services: ServiceDirectory::new(client.clone(), config.services.clone()),
         readings: match sampler {
@@ -290,7 +289,7 @@ pub async fn run(
         known_problems: Vec::new(),
     };
     // The first status poll before the first decision, so that jobs are known from the start.
-    poller.poll(&directory.jobs().0).await;
+    poller.discover_and_poll(&directory).await;
     decider.run(changed, config.tick, config.debounce, stopped()).await;
 
     for task in [polling, sampling, stats_sync] {

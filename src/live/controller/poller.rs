@@ -2,6 +2,9 @@
 //! interval, all jobs concurrently, each bounded by the interval so a hanging master delays
 //! only itself. A job whose last good status is older than `stale_after` counts as
 //! unreachable: the snapshot then leaves its workers alone instead of steering on old counts.
+//!
+//! The poller owns the list of jobs: discovery runs once per poll, and decisions read the jobs
+//! found then with their statuses, so the two always describe the same set.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -10,12 +13,14 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use tokio::sync::Notify;
 
+use super::jobs::JobDirectory;
 use crate::live::endpoint::DiscoveredJob;
 use crate::live::master::{Phase, ScaleAccepted, Status};
 use crate::telemetry::Metrics;
 
-#[derive(Clone, Debug)]
 struct Entry {
+    /// How the job was found and is reached (the latest discovery).
+    job: DiscoveredJob,
     status: Option<Status>,
     /// When `status` was read.
     at: Option<Instant>,
@@ -29,16 +34,31 @@ struct Entry {
 }
 
 /// A job's status as a decision reads it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Polled {
+    pub job: DiscoveredJob,
     pub status: Option<Status>,
     /// When its target or generation last changed (see [`Poller::moved_at`]).
     pub moved_at: Option<Instant>,
 }
 
-/// The latest status of every job, shared by the decision loop and the actuator.
+/// What the latest poll found: every job's status, and what discovery could not use.
+pub struct Known {
+    pub jobs: BTreeMap<String, Polled>,
+    /// A sentence for each object that announces a job but cannot be steered.
+    pub problems: Vec<String>,
+}
+
+#[derive(Default)]
+struct Book {
+    entries: BTreeMap<String, Entry>,
+    problems: Vec<String>,
+}
+
+/// The discovered jobs and the latest status of each, shared by the decision loop and the
+/// actuator.
 pub struct Poller {
-    entries: Mutex<BTreeMap<String, Entry>>,
+    book: Mutex<Book>,
     stale_after: Duration,
     timeout: Duration,
     metrics: Arc<Metrics>,
@@ -49,12 +69,19 @@ impl Poller {
     /// `timeout` bounds one job's poll; `stale_after` is how old a status may be and still be
     /// steered on (a few intervals, so one lost poll does not drop a job).
     pub fn new(timeout: Duration, stale_after: Duration, metrics: Arc<Metrics>, changed: Arc<Notify>) -> Poller {
-        Poller { entries: Mutex::new(BTreeMap::new()), stale_after, timeout, metrics, changed }
+        Poller { book: Mutex::new(Book::default()), stale_after, timeout, metrics, changed }
     }
 
-    /// Polls `jobs` once, concurrently. Jobs no longer discovered are forgotten. Wakes the
-    /// decision loop when something it decides on changed.
-    pub async fn poll(&self, jobs: &[DiscoveredJob]) {
+    /// Discovers the jobs through `directory` and polls them.
+    pub async fn discover_and_poll(&self, directory: &JobDirectory) {
+        let (jobs, problems) = directory.jobs();
+        self.poll(jobs, problems).await;
+    }
+
+    /// Polls `jobs` once, concurrently; `problems` are what discovery could not use. Jobs no
+    /// longer discovered are forgotten. Wakes the decision loop when something it decides on
+    /// changed.
+    pub async fn poll(&self, jobs: Vec<DiscoveredJob>, problems: Vec<String>) {
         let asked = Instant::now();
         let results = join_all(jobs.iter().map(|j| async move {
             let result = match tokio::time::timeout(self.timeout, j.endpoint.status()).await {
@@ -65,8 +92,10 @@ impl Poller {
         }))
         .await;
         let now = Instant::now();
-        let mut entries = self.lock();
-        let mut changed = false;
+        let mut book = self.lock();
+        let mut changed = book.problems != problems;
+        book.problems = problems;
+        let entries = &mut book.entries;
         let keys: Vec<String> = jobs.iter().map(DiscoveredJob::key).collect();
         for gone in entries.keys().filter(|k| !keys.contains(k)).cloned().collect::<Vec<_>>() {
             entries.remove(&gone);
@@ -77,8 +106,9 @@ impl Poller {
             let key = job.key();
             let entry = entries.entry(key.clone()).or_insert_with(|| {
                 self.metrics.job_discovered(&key);
-                Entry { status: None, at: None, error: None, accepted_at: None, moved_at: None }
+                Entry { job: job.clone(), status: None, at: None, error: None, accepted_at: None, moved_at: None }
             });
+            entry.job = job.clone();
             self.metrics.set_master_up(&key, result.is_ok());
             match result {
                 Ok(status) => {
@@ -107,37 +137,43 @@ impl Poller {
                 }
             }
         }
-        drop(entries);
+        drop(book);
         if changed {
             self.changed.notify_one();
         }
     }
 
-    /// Statuses fresh enough to steer on (`None` for jobs whose master is unreachable), each with
-    /// when its target or generation last changed: a decision made from a status that has moved
-    /// since started from a target the job has left.
-    pub fn statuses(&self) -> BTreeMap<String, Polled> {
+    /// The jobs found by the latest poll, each with its status if fresh enough to steer on
+    /// (`None` for jobs whose master is unreachable) and when its target or generation last
+    /// changed: a decision made from a status that has moved since started from a target the
+    /// job has left.
+    pub fn known(&self) -> Known {
         let now = Instant::now();
-        self.lock()
+        let book = self.lock();
+        let jobs = book
+            .entries
             .iter()
             .map(|(k, e)| {
                 let fresh = e.at.is_some_and(|at| now.duration_since(at) <= self.stale_after);
-                (k.clone(), Polled { status: e.status.clone().filter(|_| fresh), moved_at: e.moved_at })
+                let polled =
+                    Polled { job: e.job.clone(), status: e.status.clone().filter(|_| fresh), moved_at: e.moved_at };
+                (k.clone(), polled)
             })
-            .collect()
+            .collect();
+        Known { jobs, problems: book.problems.clone() }
     }
 
     /// When the job's status last changed target or generation, by a poll or an accepted
     /// command (the one record of it).
     pub fn moved_at(&self, job: &str) -> Option<Instant> {
-        self.lock().get(job).and_then(|e| e.moved_at)
+        self.lock().entries.get(job).and_then(|e| e.moved_at)
     }
 
     /// Takes an accepted command into the known status at once, so the next decision does not
     /// ask for the same change again before the next poll.
     pub fn accepted(&self, job: &str, answer: &ScaleAccepted) {
-        let mut entries = self.lock();
-        let Some(entry) = entries.get_mut(job) else { return };
+        let mut book = self.lock();
+        let Some(entry) = book.entries.get_mut(job) else { return };
         let Some(status) = entry.status.as_mut() else { return };
         if answer.generation >= status.generation && status.workers.target != answer.accepted_target {
             entry.accepted_at = Some(Instant::now());
@@ -147,15 +183,15 @@ impl Poller {
             if !matches!(status.phase, Phase::Completed | Phase::Failed) {
                 status.phase = Phase::Rescaling;
             }
-            drop(entries);
+            drop(book);
             // Decisions made while the command was in flight started from the old target; the
             // actuator skips them, so decide again from the new one.
             self.changed.notify_one();
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -228,27 +264,27 @@ mod tests {
         };
         let changed = Arc::new(Notify::new());
         let poller = Poller::new(Duration::from_secs(1), Duration::from_secs(60), Arc::new(Metrics::new()), changed);
-        let jobs = [job];
-        poller.poll(&jobs).await;
+        let jobs = vec![job];
+        poller.poll(jobs.clone(), vec![]).await;
         let first = poller.moved_at("ml/a").expect("the first status is a move");
         // The same status again (throughput aside): no move.
         master.0.lock().unwrap().throughput = None;
-        poller.poll(&jobs).await;
+        poller.poll(jobs.clone(), vec![]).await;
         assert_eq!(poller.moved_at("ml/a"), Some(first));
-        assert_eq!(poller.statuses()["ml/a"].moved_at, Some(first), "decisions read it with the status");
+        assert_eq!(poller.known().jobs["ml/a"].moved_at, Some(first), "decisions read it with the status");
         // Someone scaled the job: a move.
         *master.0.lock().unwrap() = status(6, 2);
-        poller.poll(&jobs).await;
+        poller.poll(jobs.clone(), vec![]).await;
         let scaled = poller.moved_at("ml/a").unwrap();
         assert!(scaled > first);
         // An accepted command moves it at once, before the next poll.
         poller.accepted("ml/a", &ScaleAccepted { accepted_target: 4, generation: 3 });
         let accepted = poller.moved_at("ml/a").unwrap();
         assert!(accepted > scaled);
-        let polled = poller.statuses()["ml/a"].status.clone().unwrap();
+        let polled = poller.known().jobs["ml/a"].status.clone().unwrap();
         assert_eq!((polled.workers.target, polled.generation), (4, 3));
         *master.0.lock().unwrap() = status(4, 3);
-        poller.poll(&jobs).await;
+        poller.poll(jobs.clone(), vec![]).await;
         assert_eq!(poller.moved_at("ml/a"), Some(accepted), "the master caught up: no move");
     }
 }
