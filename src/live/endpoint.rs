@@ -66,7 +66,7 @@ pub struct DiscoveredJob {
 impl DiscoveredJob {
     /// `namespace/name`, the key the core and the metrics use.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        crate::live::names::object_key(&self.namespace, &self.name)
     }
 }
 

@@ -379,7 +379,7 @@ impl LeaderElector {
     }
 
     fn describe(&self) -> String {
-        format!("{}/{}", self.config.namespace, self.config.name)
+        crate::live::names::object_key(&self.config.namespace, &self.config.name)
     }
 
     /// Bounds one request: at most the renew deadline.

@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod kinds;
 pub mod lease;
 pub mod master;
+pub mod names;
 pub mod sampler;
 pub mod selector;
 pub mod state;

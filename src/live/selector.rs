@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
+use crate::live::names::{is_label_key, is_label_value};
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Requirement {
     Equals(String, String),
@@ -98,32 +100,6 @@ impl LabelSelector {
             Requirement::DoesNotExist(k) => !labels.contains_key(k),
         })
     }
-}
-
-/// A label value: empty, or at most 63 of `[A-Za-z0-9_.-]` beginning and ending alphanumeric.
-fn is_label_value(v: &str) -> bool {
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    v.is_empty()
-        || (v.len() <= 63
-            && edge(v.chars().next())
-            && edge(v.chars().last())
-            && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-}
-
-/// A label key: a name like a non-empty value, optionally behind a DNS subdomain prefix and `/`.
-fn is_label_key(k: &str) -> bool {
-    let (prefix, name) = k.rsplit_once('/').map_or((None, k), |(p, n)| (Some(p), n));
-    let prefix_ok = prefix.is_none_or(|p| {
-        p.len() <= 253
-            && p.split('.').all(|l| {
-                !l.is_empty()
-                    && l.len() <= 63
-                    && !l.starts_with('-')
-                    && !l.ends_with('-')
-                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            })
-    });
-    prefix_ok && !name.is_empty() && is_label_value(name)
 }
 
 /// Splits on commas that are not inside parentheses.

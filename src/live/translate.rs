@@ -11,15 +11,11 @@ use thiserror::Error;
 
 use crate::core::resources::{parse_cpu, parse_memory};
 use crate::core::{Hpa, HpaMetric, Node, PodClass, Resources};
+use crate::live::names::{
+    JOB_LABEL, MASTER_LABEL, MAX_WORKERS_ANNOTATION, MIN_WORKERS_ANNOTATION, PRIORITY_ANNOTATION, ROLE_LABEL,
+    WEIGHT_ANNOTATION,
+};
 
-/// Labels and annotations of the master protocol (docs/master-protocol.md).
-pub const MASTER_LABEL: &str = "colocate.dev/master";
-pub const JOB_LABEL: &str = "colocate.dev/job";
-pub const ROLE_LABEL: &str = "colocate.dev/role";
-pub const PRIORITY_ANNOTATION: &str = "colocate.dev/priority";
-pub const WEIGHT_ANNOTATION: &str = "colocate.dev/weight";
-pub const MIN_WORKERS_ANNOTATION: &str = "colocate.dev/min-workers";
-pub const MAX_WORKERS_ANNOTATION: &str = "colocate.dev/max-workers";
 pub const GPU: &str = "nvidia.com/gpu";
 
 #[derive(Debug, Error, PartialEq, Eq)]

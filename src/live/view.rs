@@ -33,7 +33,7 @@ pub struct OnlineService {
 
 impl OnlineService {
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        crate::live::names::object_key(&self.namespace, &self.name)
     }
 }
 
@@ -50,7 +50,7 @@ pub struct JobSource {
 
 impl JobSource {
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        crate::live::names::object_key(&self.namespace, &self.name)
     }
 }
 

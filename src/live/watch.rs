@@ -20,8 +20,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use thiserror::Error;
 use tokio::sync::{watch, Notify};
 
+use super::names::MASTER_LABEL;
 use super::state::{lock, ClusterState, SharedState};
-use super::translate::MASTER_LABEL;
 
 /// Read handles of the caches.
 #[derive(Clone)]

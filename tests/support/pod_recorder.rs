@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use colocate::live::translate::{pod_requests, JOB_LABEL, ROLE_LABEL};
+use colocate::live::names::{JOB_LABEL, ROLE_LABEL};
+use colocate::live::translate::pod_requests;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, watcher, Event};

@@ -23,11 +23,12 @@ use tokio::sync::Notify;
 use super::endpoint::AdapterEndpoint;
 use super::kinds::{strip, AdapterKind, KINDS};
 use super::scale::ScaleSubresourceBackend;
-use super::settings::{settings, AdapterSettings, ScaleVia, ELASTIC_LABEL, SCALE_VIA_ANNOTATION};
+use super::settings::{settings, AdapterSettings, ScaleVia};
 use super::volcano::VolcanoBackend;
 use super::workers::{check_worker_labels, worker_resources};
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::master::{MasterConfig, MasterState, WorkerResources};
+use crate::live::names::{ELASTIC_LABEL, SCALE_VIA_ANNOTATION};
 use crate::live::translate::JobOverrides;
 use crate::live::watch::{drive, Driver};
 
@@ -254,7 +255,7 @@ struct Candidate {
 
 impl Candidate {
     fn key(&self) -> String {
-        format!("{}/{}", self.object.namespace, self.settings.job)
+        crate::live::names::object_key(&self.object.namespace, &self.settings.job)
     }
 
     fn identity(&self) -> Identity {

@@ -5,8 +5,9 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::api::{DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
-use super::settings::{is_ours, ScaleVia, WORKER_TASK_ANNOTATION};
+use super::settings::ScaleVia;
 use crate::live::master::Phase;
+use crate::live::names::{is_ours, WORKER_TASK_ANNOTATION};
 
 /// Where a kind keeps the pod template of its workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

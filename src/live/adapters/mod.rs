@@ -68,9 +68,6 @@ pub use endpoint::{master_error, AdapterEndpoint, DEFAULT_ATTEMPT_TIMEOUT};
 pub use kinds::task_index;
 pub use kinds::{strip, AdapterKind, WorkerAt, KINDS};
 pub use scale::{PhaseSource, ScaleSubresourceBackend};
-pub use settings::{
-    settings, AdapterSettings, ScaleVia, SettingsError, DEFAULT_WORKER_TASK, ELASTIC_LABEL, JOB_ANNOTATION,
-    RESCALE_COST_ANNOTATION, SCALE_VIA_ANNOTATION, WORKER_TASK_ANNOTATION,
-};
+pub use settings::{settings, AdapterSettings, ScaleVia, SettingsError, DEFAULT_WORKER_TASK};
 pub use volcano::{replicas_patch, VolcanoBackend, VolcanoPatch};
 pub use workers::{check_worker_labels, count_workers, worker_resources, worker_selector, WorkerPods};

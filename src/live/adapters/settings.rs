@@ -5,19 +5,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::live::translate::{job_overrides, TranslateError, MAX_WORKERS_ANNOTATION, MIN_WORKERS_ANNOTATION};
+use crate::live::names::{
+    is_label_value, JOB_ANNOTATION, MAX_WORKERS_ANNOTATION, MIN_WORKERS_ANNOTATION, RESCALE_COST_ANNOTATION,
+    SCALE_VIA_ANNOTATION, WORKER_TASK_ANNOTATION,
+};
+use crate::live::translate::{job_overrides, TranslateError};
 
-/// The label that opts a job object in (value `"true"`); watches filter on it server-side.
-pub const ELASTIC_LABEL: &str = "colocate.dev/elastic";
-/// How to change the worker count: [`ScaleVia`].
-pub const SCALE_VIA_ANNOTATION: &str = "colocate.dev/scale-via";
-/// The job's name, i.e. the value of its workers' `colocate.dev/job` label (default: the
-/// object's name).
-pub const JOB_ANNOTATION: &str = "colocate.dev/job";
-/// How long the whole job pauses on a membership change (humantime: `30s`, `2m`).
-pub const RESCALE_COST_ANNOTATION: &str = "colocate.dev/rescale-cost";
-/// The Volcano task whose replicas are the workers.
-pub const WORKER_TASK_ANNOTATION: &str = "colocate.dev/worker-task";
 pub const DEFAULT_WORKER_TASK: &str = "worker";
 
 /// How an adapter changes a job's worker count.
@@ -146,13 +139,10 @@ pub fn settings(
     })
 }
 
-/// The job name is a label value on the workers and in the adapter's pod selector: at most 63
-/// characters, alphanumerics with `-`, `_`, `.` inside.
+/// The job name is a label value on the workers and in the adapter's pod selector, and not
+/// empty.
 fn check_label_value(v: &str) -> Result<(), String> {
-    let ok_inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    let ends_ok =
-        v.starts_with(|c: char| c.is_ascii_alphanumeric()) && v.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if v.is_empty() || v.len() > 63 || !ends_ok || !v.chars().all(ok_inner) {
+    if v.is_empty() || !is_label_value(v) {
         return Err(
             "a label value: 1 to 63 letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit"
                 .to_string(),
@@ -161,15 +151,10 @@ fn check_label_value(v: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Annotations that are not ours, kept out of the cache.
-pub(super) fn is_ours(annotation: &str) -> bool {
-    annotation.starts_with("colocate.dev/")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::translate::{PRIORITY_ANNOTATION, WEIGHT_ANNOTATION};
+    use crate::live::names::{PRIORITY_ANNOTATION, WEIGHT_ANNOTATION};
 
     fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

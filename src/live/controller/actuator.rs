@@ -200,7 +200,7 @@ impl Actuator {
             if victims.is_empty() {
                 continue;
             }
-            let key = format!("{}/{}", d.namespace, d.job);
+            let key = crate::live::names::object_key(&d.namespace, &d.job);
             let deleted = self.delete(&d.namespace, &victims).await;
             tracing::warn!(job = %key, target, deleted = ?deleted, wanted = victims.len(),
                 "shrink deadline passed; deleted workers the master did not release");
@@ -227,7 +227,7 @@ impl Actuator {
                 preconditions: Some(Preconditions { uid: v.uid.clone(), resource_version: None }),
                 ..DeleteParams::default()
             };
-            let what = format!("{namespace}/{}", v.name);
+            let what = crate::live::names::object_key(namespace, &v.name);
             match self.gate.write(Write::Delete, &what, api.delete(&v.name, &params)).await {
                 Ok(Ok(_)) => deleted.push(v.name.clone()),
                 // Gone or replaced meanwhile: it is not holding the room any more either.

@@ -10,12 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::master::{MasterClient, RetryPolicy};
-use crate::live::translate::{self, JOB_LABEL};
-
-/// Overrides the address derived from the Service (`http://host:port`). For a controller
-/// running outside the cluster (development, the test bed) where Service DNS names do not
-/// resolve; not part of protocol v1.
-pub const MASTER_URL_ANNOTATION: &str = "colocate.dev/master-url";
+use crate::live::names::{JOB_LABEL, MASTER_URL_ANNOTATION};
+use crate::live::translate;
 
 /// Name of the Service port the protocol talks to.
 pub const MASTER_PORT_NAME: &str = "master";

@@ -18,9 +18,7 @@ use super::gate::{Write, WriteGate};
 
 use crate::live::endpoint::JobObject;
 use crate::live::kinds::KindResources;
-
-/// The annotation holding the controller's last decision about the job.
-pub const LAST_DECISION_ANNOTATION: &str = "colocate.dev/last-decision";
+use crate::live::names::LAST_DECISION_ANNOTATION;
 
 /// Field manager of the annotation patch.
 const MANAGER: &str = "colocate";

@@ -113,7 +113,7 @@ impl ServiceDirectory {
             .sources(hpas)
             .into_iter()
             .map(|s| {
-                let key = format!("{}/{}", s.namespace, s.name);
+                let key = crate::live::names::object_key(&s.namespace, &s.name);
                 let selector = match (&s.selector, target_of(&s, hpas)) {
                     (Some(text), _) => LabelSelector::parse(text).ok(),
                     (None, Some(t)) => match cache.get(&t).map(|r| &r.selector) {

@@ -119,7 +119,7 @@ impl Sampler {
         let services = services
             .iter()
             .map(|s| {
-                let key = format!("{}/{}", s.namespace, s.name);
+                let key = crate::live::names::object_key(&s.namespace, &s.name);
                 let source = |signal: Signal, metric: &Option<MetricSource>| -> Result<Option<Source>, SamplerError> {
                     let Some(metric) = metric else { return Ok(None) };
                     Ok(Some(Source::new(key.clone(), signal, origin(&key, signal, metric, prometheus.as_ref())?)))

@@ -15,8 +15,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 use kube::runtime::watcher::Event;
 
+use super::names::MASTER_LABEL;
 use super::selector::LabelSelector;
-use super::translate::{self, MASTER_LABEL};
+use super::translate;
 use crate::core::{Node, Pod, PodClass, Snapshot};
 
 mod names;
@@ -52,14 +53,14 @@ impl Classifier {
         let selectors = self.selectors.get(namespace).map_or(&[][..], Vec::as_slice);
         match translate::classify(labels, selectors) {
             PodClass::Worker { job } => {
-                let key = format!("{namespace}/{job}");
+                let key = super::names::object_key(namespace, &job);
                 if self.managed.contains(&key) {
                     PodClass::Worker { job: names.get(&key) }
                 } else {
                     PodClass::System
                 }
             }
-            PodClass::Master { job } => PodClass::Master { job: names.get(&format!("{namespace}/{job}")) },
+            PodClass::Master { job } => PodClass::Master { job: names.get(&super::names::object_key(namespace, &job)) },
             PodClass::Online { service } => PodClass::Online { service: names.get(&service) },
             PodClass::System => PodClass::System,
         }
@@ -364,10 +365,10 @@ fn node_entry(n: &KubeNode) -> (String, TranslatedNode) {
 }
 
 fn pod_key(p: &KubePod) -> String {
-    format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
+    super::names::object_key(p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
 }
 
 fn is_worker_of(labels: &BTreeMap<String, String>, job: &str) -> bool {
-    labels.get(translate::JOB_LABEL).is_some_and(|j| j == job)
-        && labels.get(translate::ROLE_LABEL).is_some_and(|r| r == "worker")
+    labels.get(super::names::JOB_LABEL).is_some_and(|j| j == job)
+        && labels.get(super::names::ROLE_LABEL).is_some_and(|r| r == "worker")
 }
