@@ -39,7 +39,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use colocate::sim::scenario::PreemptionPolicy;
-use colocate::sim::window::{replay_window, WindowFigures, WindowSettings};
+use colocate::sim::window::{Spread, WindowDraws, WindowSettings};
 use colocate::sim::{Policy, Scenario};
 use serde_json::{json, Value};
 use support::cluster::{self, Controller};
@@ -59,6 +59,8 @@ const DEFAULT_WINDOW: (f64, f64) = (465.0, 585.0);
 const DEFAULT_CONFIGS: &str = "load-signal-fast-release";
 /// The controller runs this long before the window, so that it has samples of a calm load.
 const WARM_UP: Duration = Duration::from_secs(20);
+/// Draws of kube-scheduler's chance choices the window is replayed under (odd: one median).
+const DRAWS: u64 = 15;
 
 /// One configuration of the controller and the jobs' masters.
 #[derive(Clone, Copy, Debug)]
@@ -173,8 +175,8 @@ fn plan() -> Plan {
 struct Compared {
     config: SpikeConfig,
     live_colocate: Figures,
-    replay_preemption: WindowFigures,
-    replay_colocate: WindowFigures,
+    replay_preemption: WindowDraws,
+    replay_colocate: WindowDraws,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,18 +203,23 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             load_signal: config.load_signal,
             // The live controller has no latency query here, so its latency guard never shrinks.
             latency_signal: false,
+            tie_draw: 0,
         };
-        let replay_preemption = replay_window(scenario, Policy::Preemption, &settings(WARM_UP.as_secs_f64()));
-        let replay_colocate = replay_window(&played, Policy::Colocate, &settings(live_colocate.warmup_s));
+        let replay_preemption =
+            WindowDraws::replay(scenario, Policy::Preemption, &settings(WARM_UP.as_secs_f64()), DRAWS);
+        let replay_colocate = WindowDraws::replay(&played, Policy::Colocate, &settings(live_colocate.warmup_s), DRAWS);
         compared.push(Compared { config: *config, live_colocate, replay_preemption, replay_colocate });
     }
 
     let mut runs: Vec<&Figures> = vec![&baseline];
     runs.extend(compared.iter().map(|c| &c.live_colocate));
     eprintln!("\n{}", spike_figures::table(&runs));
-    for c in compared.iter().filter(|c| !c.replay_colocate.scale_commands.is_empty()) {
-        eprintln!("replay colocate {} scale commands (s after the window opened, job, target, reason):", c.config.name);
-        for (t, job, target, reason) in &c.replay_colocate.scale_commands {
+    for c in compared.iter().filter(|c| !c.replay_colocate.typical().scale_commands.is_empty()) {
+        eprintln!(
+            "replay colocate {} scale commands, median draw (s after the window opened, job, target, reason):",
+            c.config.name
+        );
+        for (t, job, target, reason) in &c.replay_colocate.typical().scale_commands {
             eprintln!("  {t:>6.1}  {job:<16} -> {target:>3}  {reason}");
         }
     }
@@ -289,10 +296,10 @@ fn judged(baseline: &Figures, c: &Compared) -> Judged {
         live_pod_s: c.live_colocate.pending_pod_s,
         live_killed: c.live_colocate.scheduler_preemptions(),
         live_forced: c.live_colocate.forced_preemptions,
-        replay_baseline_pod_s: c.replay_preemption.online_unschedulable_pod_s,
-        replay_baseline_killed: c.replay_preemption.scheduler_preemptions,
-        replay_pod_s: c.replay_colocate.online_unschedulable_pod_s,
-        replay_killed: c.replay_colocate.scheduler_preemptions,
+        replay_baseline_pod_s: c.replay_preemption.pod_s().median,
+        replay_baseline_killed: c.replay_preemption.killed().median,
+        replay_pod_s: c.replay_colocate.pod_s().median,
+        replay_killed: c.replay_colocate.killed().median,
     }
 }
 
@@ -471,7 +478,7 @@ async fn warm_up(c: &Controller, fill: &[(String, u32)]) {
 /// pods waiting for room, workers the scheduler preempted so far, running workers. Where the two
 /// part is where replay's model differs from the cluster.
 fn side_by_side(c: &Compared) -> String {
-    let (live, replay) = (&c.live_colocate, &c.replay_colocate);
+    let (live, replay) = (&c.live_colocate, c.replay_colocate.typical());
     let mut out = format!(
         "colocate {} over the window, live / replay: Unschedulable online pods, workers preempted so far (and victims \
          already leaving), running workers, worker pods waiting for a node\n",
@@ -516,13 +523,23 @@ fn live_json(f: &Figures) -> Value {
     })
 }
 
-fn replay_json(f: &WindowFigures) -> Value {
+/// Medians over the draws, with their range; commands and the most pending at once are the
+/// median draw's.
+fn replay_json(d: &WindowDraws) -> Value {
+    let range = |s: Spread<f64>| json!([s.min, s.max]);
+    let whole = |s: Spread<u64>| Spread { min: s.min as f64, median: s.median as f64, max: s.max as f64 };
     json!({
-        "online_unschedulable_pod_s": f.online_unschedulable_pod_s,
-        "scheduler_preemptions": f.scheduler_preemptions,
-        "colocate_forced_preemptions": f.colocate_forced_preemptions,
-        "scale_commands": f.scale_commands.len(),
-        "online_max_unschedulable": f.max_pending,
+        "online_unschedulable_pod_s": d.pod_s().median,
+        "scheduler_preemptions": d.killed().median,
+        "colocate_forced_preemptions": d.forced().median,
+        "scale_commands": d.typical().scale_commands.len(),
+        "online_max_unschedulable": d.typical().max_pending,
+        "draws": d.runs.len(),
+        "range": {
+            "online_unschedulable_pod_s": range(d.pod_s()),
+            "scheduler_preemptions": range(whole(d.killed())),
+            "colocate_forced_preemptions": range(whole(d.forced())),
+        },
     })
 }
 
@@ -536,13 +553,8 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
         let live = |f: &Figures| {
             (f.pending_pod_s, f.scheduler_preemptions() as f64, f.forced_preemptions, f.scale_commands.len())
         };
-        let replay = |f: &WindowFigures| {
-            (
-                f.online_unschedulable_pod_s,
-                f.scheduler_preemptions as f64,
-                f.colocate_forced_preemptions as f64,
-                f.scale_commands.len(),
-            )
+        let replay = |d: &WindowDraws| {
+            (d.pod_s().median, d.killed().median as f64, d.forced().median as f64, d.typical().scale_commands.len())
         };
         let rows = [
             ("live", "preemption", live(baseline)),
@@ -561,9 +573,21 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
             "{:<26} live colocate/preemption pending: {:.1}%; replay/live pending: preemption {}, colocate {}\n",
             c.config.name,
             100.0 * ratio,
-            agreement(c.replay_preemption.online_unschedulable_pod_s, baseline.pending_pod_s),
-            agreement(c.replay_colocate.online_unschedulable_pod_s, c.live_colocate.pending_pod_s),
+            agreement(c.replay_preemption.pod_s().median, baseline.pending_pod_s),
+            agreement(c.replay_colocate.pod_s().median, c.live_colocate.pending_pod_s),
         );
+        for (policy, d) in [("preemption", &c.replay_preemption), ("colocate", &c.replay_colocate)] {
+            let (p, k) = (d.pod_s(), d.killed());
+            out += &format!(
+                "{:<26} replay {policy} over {} draws of the scheduler's ties: pod-s {:.0}-{:.0}, killed {}-{}\n",
+                c.config.name,
+                d.runs.len(),
+                p.min,
+                p.max,
+                k.min,
+                k.max
+            );
+        }
     }
     out
 }

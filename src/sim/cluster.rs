@@ -132,6 +132,11 @@ pub struct Cluster {
     /// Events that may free room (a bound pod gone, a node added), counted: what moves
     /// kube-scheduler's waiting pods back into its active queue.
     pub room_events: u64,
+    /// Where kube-scheduler's choice is left to chance (victims of one priority that started in
+    /// the same second, nodes that rank alike: an unstable sort, Go's map order) live runs
+    /// differ from run to run. Replay draws those choices from the pods' and nodes' names and
+    /// this number: 0 in a full replay; a window replay plays several to show the spread.
+    pub tie_seed: u64,
 }
 
 impl Cluster {
@@ -407,7 +412,7 @@ impl Cluster {
         for (id, p) in &self.pods {
             if let PodKind::Worker { job } = p.kind {
                 if let Some(n) = p.node {
-                    on_node[n].push(Candidate::of(p, priority(job), *id, job));
+                    on_node[n].push(Candidate::of(p, priority(job), *id, job, self.tie_seed));
                 }
                 if p.leaving_at.is_none() {
                     of_job.entry(job).or_default().push((*id, p.node, p.requests));
@@ -507,7 +512,7 @@ impl Cluster {
             shifted_sum,
             victims: victims.len(),
             earliest_start: Reverse(earliest_start),
-            tie: (draw(preemptor, &self.nodes[node].name) * (1u64 << 53) as f64) as u64,
+            tie: (draw(preemptor ^ self.tie_seed.rotate_left(32), &self.nodes[node].name) * (1u64 << 53) as f64) as u64,
         }
     }
 }
@@ -534,8 +539,8 @@ struct Candidate {
     /// The second it started: a pod's `status.startTime` has a resolution of one second.
     started_s: i64,
     /// Among pods of one priority that started in the same second kube-scheduler's order is
-    /// unspecified (an unstable sort over the node's pods); a fixed draw from the name stands in
-    /// for it. Ranking them by creation instead made the victims always the newest workers,
+    /// unspecified (an unstable sort over the node's pods); a draw from the name and the seed
+    /// stands in for it. Ranking them by creation instead made the victims always the newest workers,
     /// the very ones colocate releases first, so replay's preemptions hit workers already
     /// leaving where the live ones killed running workers (WorldCup spike: 44 of 48 victims
     /// leaving in replay, 3 of 20 live).
@@ -545,8 +550,8 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn of(pod: &SimPod, priority: i32, id: PodId, job: usize) -> Candidate {
-        Candidate { priority, started_s: started_s(pod), tie: draw(0, &pod.name), id, job }
+    fn of(pod: &SimPod, priority: i32, id: PodId, job: usize, seed: u64) -> Candidate {
+        Candidate { priority, started_s: started_s(pod), tie: draw(seed, &pod.name), id, job }
     }
 
     fn more_important_first(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {

@@ -125,6 +125,7 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
         warmup_s: 20.0,
         load_signal,
         latency_signal: false,
+        tie_draw: 0,
     };
     // Plain preemption: the new pods preempt workers and wait out their 30 s grace period.
     let baseline = replay_window(&scenario, Policy::Preemption, &settings(false));
@@ -144,4 +145,32 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
     let slow = replay_window(&scenario, Policy::Colocate, &settings(false));
     assert!(slow.online_unschedulable_pod_s > 0.0, "{slow:?}");
     assert!(slow.online_unschedulable_pod_s < baseline.online_unschedulable_pod_s, "{slow:?}");
+}
+
+#[test]
+fn a_window_replayed_under_several_draws_of_the_schedulers_ties_shows_their_spread() {
+    use super::window::{replay_window, WindowDraws, WindowSettings};
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
+    let scenario = Scenario::load(path).unwrap();
+    let settings = WindowSettings {
+        from_s: 465.0,
+        to_s: 585.0,
+        warmup_s: 20.0,
+        load_signal: false,
+        latency_signal: false,
+        tie_draw: 0,
+    };
+    let draws = WindowDraws::replay(&scenario, Policy::Preemption, &settings, 7);
+    assert_eq!(draws.runs.len(), 7);
+    // The first draw is a full replay's.
+    assert_eq!(draws.runs[0], replay_window(&scenario, Policy::Preemption, &settings));
+    // Victims and nodes that rank alike go another way under other draws: the figures move.
+    let (pod_s, killed) = (draws.pod_s(), draws.killed());
+    assert!(pod_s.min < pod_s.max || killed.min < killed.max, "every draw the same: {pod_s:?} {killed:?}");
+    assert!(pod_s.min <= pod_s.median && pod_s.median <= pod_s.max);
+    assert!(killed.min <= killed.median && killed.median <= killed.max);
+    let mut sorted: Vec<f64> = draws.runs.iter().map(|r| r.online_unschedulable_pod_s).collect();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(pod_s.median, sorted[3]);
+    assert_eq!(draws.typical().online_unschedulable_pod_s, pod_s.median);
 }

@@ -35,6 +35,11 @@ pub struct WindowSettings {
     /// The controller samples the service's p99 (a latency query). Without it the latency
     /// guard sees the p99 as unknown: it holds growth but never shrinks on latency.
     pub latency_signal: bool,
+    /// Which draw of kube-scheduler's chance choices (victims that rank alike, nodes that rank
+    /// alike; [`Cluster::tie_seed`](super::cluster::Cluster::tie_seed)) to play: 0 is a full
+    /// replay's. Nothing else changes: the HPA script, the load and the startup jitter stay the
+    /// scenario's.
+    pub tie_draw: u64,
 }
 
 /// The HPA syncs of every service in the scenario's `online-only` replay.
@@ -79,6 +84,7 @@ pub struct WindowSample {
 /// Replays the window under `policy` (`colocate` or `preemption`).
 pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
     let mut world = World::new(scenario, policy);
+    world.cluster.tie_seed = settings.tie_draw;
     world.window = Some(Window {
         from_s: settings.from_s,
         until: settings.to_s,
@@ -120,6 +126,58 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
             })
             .collect(),
     }
+}
+
+/// The same window replayed under several draws of kube-scheduler's chance choices
+/// ([`WindowSettings::tie_draw`] 0, 1, ...): live runs differ in those from run to run, so one
+/// draw is one sample of what the cluster might do, and the figures to set against live runs
+/// are the draws' medians and range.
+#[derive(Clone, Debug)]
+pub struct WindowDraws {
+    pub runs: Vec<WindowFigures>,
+}
+
+/// Lowest, median and highest of one figure over the draws.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread<T> {
+    pub min: T,
+    pub median: T,
+    pub max: T,
+}
+
+impl WindowDraws {
+    /// `draws` replays of the window (at least one), the first the full replay's draw.
+    pub fn replay(scenario: &Scenario, policy: Policy, settings: &WindowSettings, draws: u64) -> WindowDraws {
+        let runs = (0..draws.max(1))
+            .map(|d| replay_window(scenario, policy, &WindowSettings { tie_draw: d, ..settings.clone() }))
+            .collect();
+        WindowDraws { runs }
+    }
+
+    pub fn pod_s(&self) -> Spread<f64> {
+        spread(self.runs.iter().map(|r| r.online_unschedulable_pod_s).collect())
+    }
+
+    pub fn killed(&self) -> Spread<u64> {
+        spread(self.runs.iter().map(|r| r.scheduler_preemptions).collect())
+    }
+
+    pub fn forced(&self) -> Spread<u64> {
+        spread(self.runs.iter().map(|r| r.colocate_forced_preemptions).collect())
+    }
+
+    /// The draw whose pending pod-seconds are the median (the lower of the two middle ones for
+    /// an even count): the one whose series and commands are shown.
+    pub fn typical(&self) -> &WindowFigures {
+        let mut order: Vec<&WindowFigures> = self.runs.iter().collect();
+        order.sort_by(|a, b| a.online_unschedulable_pod_s.total_cmp(&b.online_unschedulable_pod_s));
+        order[(order.len() - 1) / 2]
+    }
+}
+
+fn spread<T: Copy + PartialOrd>(mut values: Vec<T>) -> Spread<T> {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    Spread { min: values[0], median: values[(values.len() - 1) / 2], max: values[values.len() - 1] }
 }
 
 /// Starts every job as large as fits, as the live test does: in arrival order, each job's
