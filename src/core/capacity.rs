@@ -10,6 +10,7 @@ use super::config::Config;
 use super::forecast::{hpa_growth, release_lead, Calibration};
 use super::intent::Reason;
 use super::pod_index::PodIndex;
+use super::replicas::OnlineCounts;
 use super::resources::Resources;
 use super::snapshot::{PodClass, Snapshot};
 
@@ -63,51 +64,20 @@ impl OnlineNeed {
     }
 }
 
-/// Bound pod counts per service, and pending ones.
-#[derive(Clone, Copy, Default)]
-struct ReplicaCounts {
-    bound: u32,
-    ready: u32,
-    pending: u32,
-}
-
 /// Replicas each service will need before released workers could be gone.
 ///
 /// The HPA already decided on `desired - current` pods; beyond that, the growth its metric or
 /// the load implies within the release lead (`forecast::hpa_growth`). Reserving for it now is
 /// what lets training leave before the new pods exist.
-pub fn online_needs(snap: &Snapshot, index: &PodIndex, config: &Config, calibration: &Calibration) -> Vec<OnlineNeed> {
-    let mut counts = vec![ReplicaCounts::default(); snap.services.len()];
-    // Services the controller was not told about: their counts, and the requests of their first
-    // pending pod.
-    let mut unknown: NameMap<&str, (ReplicaCounts, Option<Resources>)> = NameMap::default();
-    for (p, pod) in snap.pods.iter().enumerate() {
-        let PodClass::Online { service } = &pod.class else { continue };
-        if pod.terminating {
-            continue;
-        }
-        let c = match index.owner_of(p) {
-            Some(s) => &mut counts[s],
-            None => {
-                let e = unknown.entry(&**service).or_default();
-                if pod.node.is_none() {
-                    e.1.get_or_insert(pod.requests);
-                }
-                &mut e.0
-            }
-        };
-        match &pod.node {
-            Some(_) => {
-                c.bound += 1;
-                c.ready += u32::from(pod.ready);
-            }
-            None => c.pending += 1,
-        }
-    }
-
+pub fn online_needs(
+    snap: &Snapshot,
+    counts: &OnlineCounts,
+    config: &Config,
+    calibration: &Calibration,
+) -> Vec<OnlineNeed> {
     let lead = release_lead(snap, config);
     let mut needs = Vec::new();
-    for (svc, c) in snap.services.iter().zip(counts) {
+    for (svc, c) in snap.services.iter().zip(counts.known.iter().copied()) {
         let mut expected = c.bound + c.pending;
         let mut rising = false;
         let mut because = if c.pending > 0 { format!("{} pending pods", c.pending) } else { String::new() };
@@ -151,7 +121,7 @@ pub fn online_needs(snap: &Snapshot, index: &PodIndex, config: &Config, calibrat
         });
     }
     // Pending online pods of services the controller was not told about still need a node.
-    let mut rest: Vec<_> = unknown.into_iter().filter_map(|(name, (c, req))| Some((name, c, req?))).collect();
+    let mut rest: Vec<_> = counts.unknown.iter().filter_map(|(name, (c, req))| Some((*name, *c, (*req)?))).collect();
     rest.sort_by(|a, b| a.0.cmp(b.0));
     for (name, c, req) in rest {
         needs.push(OnlineNeed {

@@ -12,6 +12,7 @@ use super::guard::apply_latency_guard;
 use super::intent::{NodeCapacity, Reason, ScaleIntent};
 use super::plan::{plan_jobs, JobPlan};
 use super::pod_index::PodIndex;
+use super::replicas::OnlineCounts;
 use super::resources::Resources;
 use super::snapshot::{Node, Snapshot};
 
@@ -52,10 +53,11 @@ impl Core {
 
     pub fn decide(&mut self, snap: &Snapshot) -> Decision {
         let index = PodIndex::new(snap);
-        self.calibration.observe(snap, &index, &self.config);
+        let counts = OnlineCounts::of(snap, &index);
+        self.calibration.observe(snap, &counts.known, &self.config);
         self.scaling.observe(snap);
         let split = completion::split(snap, &self.scaling, self.config.completion_time_split);
-        let needs = online_needs(snap, &index, &self.config, &self.calibration);
+        let needs = online_needs(snap, &counts, &self.config, &self.calibration);
         let (mut rooms, notes) = node_rooms(snap, &index, &needs, &self.config);
         apply_latency_guard(snap, &index, &needs, &mut rooms, &mut self.memory, &self.config);
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();

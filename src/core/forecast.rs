@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::config::Config;
-use super::pod_index::PodIndex;
+use super::replicas::ReplicaCounts;
 use super::snapshot::{Hpa, Sample, Service, Snapshot};
 
 /// Load is calm when every sample of the window is within this factor of the smallest.
@@ -43,16 +43,8 @@ impl Calibration {
     /// Learns from every service that is calm now: load flat (within 10%) over `trend_window`
     /// with at least three samples, its HPA at rest (desired = current) with a metric, and as
     /// many ready replicas bound as the HPA counts.
-    pub fn observe(&mut self, snap: &Snapshot, index: &PodIndex, config: &Config) {
-        let mut ready = vec![0u32; snap.services.len()];
-        for (p, pod) in snap.pods.iter().enumerate() {
-            if let (super::snapshot::PodClass::Online { .. }, Some(_), true, false, Some(s)) =
-                (&pod.class, &pod.node, pod.ready, pod.terminating, index.owner_of(p))
-            {
-                ready[s] += 1;
-            }
-        }
-        for (svc, ready) in snap.services.iter().zip(ready) {
+    pub fn observe(&mut self, snap: &Snapshot, counts: &[ReplicaCounts], config: &Config) {
+        for (svc, ready) in snap.services.iter().zip(counts.iter().map(|c| c.ready)) {
             let Some(h) = &svc.hpa else { continue };
             let Some(m) = h.metric.filter(|m| m.current.is_finite() && m.current >= MIN_METRIC) else { continue };
             if h.desired_replicas != h.current_replicas || h.current_replicas == 0 || ready != h.current_replicas {

@@ -14,6 +14,7 @@ pub mod name_map;
 pub mod placer;
 pub mod plan;
 pub mod pod_index;
+pub mod replicas;
 pub mod resources;
 pub mod snapshot;
 

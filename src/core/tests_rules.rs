@@ -13,6 +13,7 @@ use super::damping::{GrowVerdict, Memory};
 use super::fill::{fill_counts, water_fill, FillEntry};
 use super::placer::Placer;
 use super::pod_index::PodIndex;
+use super::replicas::OnlineCounts;
 use super::test_support::*;
 use super::*;
 
@@ -39,7 +40,8 @@ fn quantum_cluster(bound: u32, desired: u32, max: u32, rising: bool) -> Snapshot
 /// (expected replicas, rising) of `web` under `quantum`.
 fn quantum_need(quantum: f64, s: &Snapshot) -> (u32, bool) {
     let config = Config { reserve_quantum: quantum, ..Config::default() };
-    let needs = online_needs(s, &PodIndex::new(s), &config, &Default::default());
+    let index = PodIndex::new(s);
+    let needs = online_needs(s, &OnlineCounts::of(s, &index), &config, &Default::default());
     assert_eq!(needs.len(), 1, "{needs:#?}");
     (needs[0].expected, needs[0].rising)
 }
