@@ -38,6 +38,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use colocate::sim::report::YOUNG_VICTIM_S;
 use colocate::sim::scenario::PreemptionPolicy;
 use colocate::sim::window::{Spread, WindowDraws, WindowSettings};
 use colocate::sim::{Policy, Scenario};
@@ -516,6 +517,7 @@ fn live_json(f: &Figures) -> Value {
     json!({
         "online_unschedulable_pod_s": f.pending_pod_s,
         "scheduler_preemptions": f.scheduler_preemptions(),
+        "scheduler_preemptions_young": f.preempted_young,
         "colocate_forced_preemptions": f.forced_preemptions,
         "scale_commands": f.scale_commands.len(),
         "online_max_unschedulable": f.max_pending,
@@ -531,6 +533,7 @@ fn replay_json(d: &WindowDraws) -> Value {
     json!({
         "online_unschedulable_pod_s": d.pod_s().median,
         "scheduler_preemptions": d.killed().median,
+        "scheduler_preemptions_young": d.killed_young().median,
         "colocate_forced_preemptions": d.forced().median,
         "scale_commands": d.typical().scale_commands.len(),
         "online_max_unschedulable": d.typical().max_pending,
@@ -538,6 +541,7 @@ fn replay_json(d: &WindowDraws) -> Value {
         "range": {
             "online_unschedulable_pod_s": range(d.pod_s()),
             "scheduler_preemptions": range(whole(d.killed())),
+            "scheduler_preemptions_young": range(whole(d.killed_young())),
             "colocate_forced_preemptions": range(whole(d.forced())),
         },
     })
@@ -577,17 +581,25 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
             agreement(c.replay_colocate.pod_s().median, c.live_colocate.pending_pod_s),
         );
         for (policy, d) in [("preemption", &c.replay_preemption), ("colocate", &c.replay_colocate)] {
-            let (p, k) = (d.pod_s(), d.killed());
+            let (p, k, y) = (d.pod_s(), d.killed(), d.killed_young());
             out += &format!(
-                "{:<26} replay {policy} over {} draws of the scheduler's ties: pod-s {:.0}-{:.0}, killed {}-{}\n",
+                "{:<26} replay {policy} over {} draws of the scheduler's ties: pod-s {:.0}-{:.0}, killed {}-{} \
+                 (bound < {YOUNG_VICTIM_S:.0} s before: median {}, {}-{})\n",
                 c.config.name,
                 d.runs.len(),
                 p.min,
                 p.max,
                 k.min,
-                k.max
+                k.max,
+                y.median,
+                y.min,
+                y.max
             );
         }
+        out += &format!(
+            "{:<26} live killed bound < {YOUNG_VICTIM_S:.0} s before: preemption {}, colocate {}\n",
+            c.config.name, baseline.preempted_young, c.live_colocate.preempted_young
+        );
     }
     out
 }

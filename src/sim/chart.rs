@@ -197,6 +197,7 @@ mod tests {
             pending_workers: 0,
             killed_by_scheduler: 0,
             victims_leaving: 0,
+            killed_young: 0,
             slo_violated: p99_ms > 250.0,
             services: vec![(100.0, 4, 4, p99_ms)],
             workers: vec![4],

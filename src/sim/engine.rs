@@ -17,7 +17,7 @@ use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
 use super::jobs::{Phase, SimJob};
 use super::load::LoadCurve;
 use super::policy::{draw, Policy};
-use super::report::{JobFigures, JobResult, PolicyResult, TimelineRow};
+use super::report::{JobFigures, JobResult, PolicyResult, TimelineRow, YOUNG_VICTIM_S};
 use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::HpaSync;
 use super::service::{p99_seconds, utilization, HpaState};
@@ -52,6 +52,8 @@ pub struct World<'a> {
     scheduler_preemptions: u64,
     /// Victims the scheduler picked that were already leaving (released gracefully).
     scheduler_victims_leaving: u64,
+    /// Running workers the scheduler preempted that had been bound under `YOUNG_VICTIM_S`.
+    scheduler_kills_young: u64,
     intents: Vec<(f64, ScaleIntent)>,
     next_sample: f64,
     next_status: f64,
@@ -138,6 +140,7 @@ impl<'a> World<'a> {
             gang_tried: None,
             scheduler_preemptions: 0,
             scheduler_victims_leaving: 0,
+            scheduler_kills_young: 0,
             intents: Vec::new(),
             next_sample: 0.0,
             next_status: 0.0,
@@ -485,8 +488,12 @@ impl<'a> World<'a> {
         self.scheduler_preemptions += u64::from(evictions.releases_cut);
         self.scheduler_victims_leaving += u64::from(evictions.already_leaving);
         let mut hit: Vec<usize> = Vec::new();
-        for (_, j) in evictions.pods {
+        for (id, j) in evictions.pods {
             self.scheduler_preemptions += 1;
+            let bound_at = self.cluster.pods.get(&id).and_then(|p| p.ready_at);
+            if bound_at.is_some_and(|at| now - at < YOUNG_VICTIM_S) {
+                self.scheduler_kills_young += 1;
+            }
             if !hit.contains(&j) {
                 hit.push(j);
             }
@@ -562,6 +569,7 @@ impl<'a> World<'a> {
             pending_workers: 0,
             killed_by_scheduler: self.scheduler_preemptions,
             victims_leaving: self.scheduler_victims_leaving,
+            killed_young: self.scheduler_kills_young,
             slo_violated: false,
             services: Vec::with_capacity(spec.services.len()),
             workers: Vec::with_capacity(self.jobs.len()),

@@ -110,6 +110,10 @@ pub fn nearest_rank(xs: &[f64], p: f64) -> Option<f64> {
     Some(sorted[rank.min(sorted.len()) - 1])
 }
 
+/// A victim bound less than this long before it was preempted counts as young: the spike
+/// test compares how many of the scheduler's kills hit workers that had just taken freed room.
+pub const YOUNG_VICTIM_S: f64 = 30.0;
+
 /// One simulated step, for timeline.csv and the chart.
 #[derive(Debug, Clone)]
 pub struct TimelineRow {
@@ -127,6 +131,9 @@ pub struct TimelineRow {
     pub killed_by_scheduler: u64,
     /// Victims the scheduler picked that were already leaving, so far (cumulative).
     pub victims_leaving: u64,
+    /// Of `killed_by_scheduler`, workers bound less than [`YOUNG_VICTIM_S`] before (cumulative):
+    /// mostly replacements of earlier victims, or growth, that took room as it freed.
+    pub killed_young: u64,
     pub slo_violated: bool,
     /// Per service: (load rps, replicas, ready, p99 ms).
     pub services: Vec<(f64, u32, u32, f64)>,

@@ -54,6 +54,8 @@ pub struct WindowFigures {
     pub online_unschedulable_pod_s: f64,
     /// Running workers the scheduler preempted inside the window.
     pub scheduler_preemptions: u64,
+    /// Of those, workers bound under [`YOUNG_VICTIM_S`](super::report::YOUNG_VICTIM_S) before.
+    pub scheduler_preemptions_young: u64,
     /// Workers colocate deleted past its deadline inside the window.
     pub colocate_forced_preemptions: u64,
     /// Scale intents colocate applied inside the window: seconds after the window opened, job,
@@ -101,10 +103,12 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
     let killed0 = before.map_or(0, |r| r.killed_by_scheduler);
     let leaving0 = before.map_or(0, |r| r.victims_leaving);
+    let young0 = before.map_or(0, |r| r.killed_young);
     let last = inside.last().copied();
     WindowFigures {
         online_unschedulable_pod_s: inside.iter().map(|r| f64::from(r.pending_online_pods) * dt).sum(),
         scheduler_preemptions: last.map_or(0, |r| r.killed_by_scheduler - killed0),
+        scheduler_preemptions_young: last.map_or(0, |r| r.killed_young - young0),
         // Replay's masters release at once what they are asked (see the engine's `schedule`).
         colocate_forced_preemptions: 0,
         scale_commands: run
@@ -160,6 +164,10 @@ impl WindowDraws {
 
     pub fn killed(&self) -> Spread<u64> {
         spread(self.runs.iter().map(|r| r.scheduler_preemptions).collect())
+    }
+
+    pub fn killed_young(&self) -> Spread<u64> {
+        spread(self.runs.iter().map(|r| r.scheduler_preemptions_young).collect())
     }
 
     pub fn forced(&self) -> Spread<u64> {

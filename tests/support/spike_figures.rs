@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use colocate::sim::report::YOUNG_VICTIM_S;
 use serde_json::{json, Value};
 
 use super::pod_recorder::{PodRecord, PodRecorder, Role, Sample};
@@ -27,6 +28,9 @@ pub struct Figures {
     pub preempted_s: Vec<f64>,
     /// When it picked each worker already leaving (released by its master) as a victim, sorted.
     pub victims_leaving_s: Vec<f64>,
+    /// Of the running workers preempted, those bound less than `YOUNG_VICTIM_S` before (as
+    /// replay counts them): mostly replacements that had just taken room as it freed.
+    pub preempted_young: usize,
     pub forced_preemptions: f64,
     /// (seconds into the window, job, target, reason) of every command the masters received.
     pub scale_commands: Vec<(f64, String, u32, String)>,
@@ -86,6 +90,14 @@ pub fn figures(
         at
     };
     let preempted_live = |r: &PodRecord| r.preempted.is_some_and(|(_, live)| live);
+    let young = Duration::from_secs_f64(YOUNG_VICTIM_S);
+    let preempted_young = workers
+        .iter()
+        .filter(|r| match (r.preempted, r.bound) {
+            (Some((at, true)), Some(bound)) => within(Some(at)) && at.duration_since(bound) < young,
+            _ => false,
+        })
+        .count();
     let released = workers
         .iter()
         .filter(|r| within(r.deleting) && r.bound.is_some_and(|b| Some(b) < r.deleting) && !preempted_live(r))
@@ -103,6 +115,7 @@ pub fn figures(
         last_online_bound_s: last_bound,
         preempted_s: preempted_when(true),
         victims_leaving_s: preempted_when(false),
+        preempted_young,
         forced_preemptions,
         scale_commands,
         workers_released: released,
@@ -205,6 +218,7 @@ pub fn to_json(f: &Figures, took: Duration) -> Value {
         "last_online_pod_bound_s": f.last_online_bound_s,
         "scheduler_preemptions": f.scheduler_preemptions(),
         "scheduler_victims_already_leaving": f.victims_leaving_s.len(),
+        "scheduler_preemptions_young": f.preempted_young,
         "colocate_forced_preemptions": f.forced_preemptions,
         "scale_commands": f.scale_commands.iter()
             .map(|(t, job, target, reason)| json!({"t_s": t, "job": job, "target": target, "reason": reason}))
