@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::master::{MasterClient, MasterError, ScaleAccepted, ScaleCommand, Status};
+use super::names::object_key;
 use super::translate::JobOverrides;
 
 /// Reads and changes one job's worker count with protocol v1's semantics: `status` as
@@ -66,7 +67,7 @@ pub struct DiscoveredJob {
 impl DiscoveredJob {
     /// `namespace/name`, the key the core and the metrics use.
     pub fn key(&self) -> String {
-        crate::live::names::object_key(&self.namespace, &self.name)
+        object_key(&self.namespace, &self.name)
     }
 }
 

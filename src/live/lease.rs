@@ -57,6 +57,8 @@ use kube::Api;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::live::names::object_key;
+
 /// Wall clock used for `renewTime`/`acquireTime` and for judging expiry (injectable for tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
@@ -379,7 +381,7 @@ impl LeaderElector {
     }
 
     fn describe(&self) -> String {
-        crate::live::names::object_key(&self.config.namespace, &self.config.name)
+        object_key(&self.config.namespace, &self.config.name)
     }
 
     /// Bounds one request: at most the renew deadline.

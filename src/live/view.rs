@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 
 use super::master::types::{Phase, Status};
+use super::names::object_key;
 use super::selector::LabelSelector;
 use super::state::{Classifier, ClusterState, DEFAULT_GRACE};
 use super::translate::{self, JobOverrides};
@@ -33,7 +34,7 @@ pub struct OnlineService {
 
 impl OnlineService {
     pub fn key(&self) -> String {
-        crate::live::names::object_key(&self.namespace, &self.name)
+        object_key(&self.namespace, &self.name)
     }
 }
 
@@ -50,7 +51,7 @@ pub struct JobSource {
 
 impl JobSource {
     pub fn key(&self) -> String {
-        crate::live::names::object_key(&self.namespace, &self.name)
+        object_key(&self.namespace, &self.name)
     }
 }
 

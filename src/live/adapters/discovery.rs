@@ -28,7 +28,7 @@ use super::volcano::VolcanoBackend;
 use super::workers::{check_worker_labels, worker_resources};
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::master::{MasterConfig, MasterState, WorkerResources};
-use crate::live::names::{ELASTIC_LABEL, SCALE_VIA_ANNOTATION};
+use crate::live::names::{object_key, ELASTIC_LABEL, SCALE_VIA_ANNOTATION};
 use crate::live::translate::JobOverrides;
 use crate::live::watch::{drive, Driver};
 
@@ -255,7 +255,7 @@ struct Candidate {
 
 impl Candidate {
     fn key(&self) -> String {
-        crate::live::names::object_key(&self.object.namespace, &self.settings.job)
+        object_key(&self.object.namespace, &self.settings.job)
     }
 
     fn identity(&self) -> Identity {

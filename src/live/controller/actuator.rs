@@ -30,6 +30,7 @@ use super::poller::Poller;
 use super::record::{DecisionRecorder, Record};
 use crate::live::endpoint::JobObject;
 use crate::live::master::{MasterError, ScaleAccepted, ScaleCommand};
+use crate::live::names::object_key;
 use crate::live::state::{lock, SharedState};
 use crate::telemetry::Metrics;
 
@@ -200,7 +201,7 @@ impl Actuator {
             if victims.is_empty() {
                 continue;
             }
-            let key = crate::live::names::object_key(&d.namespace, &d.job);
+            let key = object_key(&d.namespace, &d.job);
             let deleted = self.delete(&d.namespace, &victims).await;
             tracing::warn!(job = %key, target, deleted = ?deleted, wanted = victims.len(),
                 "shrink deadline passed; deleted workers the master did not release");
@@ -227,7 +228,7 @@ impl Actuator {
                 preconditions: Some(Preconditions { uid: v.uid.clone(), resource_version: None }),
                 ..DeleteParams::default()
             };
-            let what = crate::live::names::object_key(namespace, &v.name);
+            let what = object_key(namespace, &v.name);
             match self.gate.write(Write::Delete, &what, api.delete(&v.name, &params)).await {
                 Ok(Ok(_)) => deleted.push(v.name.clone()),
                 // Gone or replaced meanwhile: it is not holding the room any more either.

@@ -13,6 +13,7 @@ use kube::{Api, Client};
 
 use crate::live::config::ServiceSource;
 use crate::live::kinds::KindResources;
+use crate::live::names::object_key;
 use crate::live::sampler::ServiceReading;
 use crate::live::selector::LabelSelector;
 use crate::live::view::OnlineService;
@@ -113,7 +114,7 @@ impl ServiceDirectory {
             .sources(hpas)
             .into_iter()
             .map(|s| {
-                let key = crate::live::names::object_key(&s.namespace, &s.name);
+                let key = object_key(&s.namespace, &s.name);
                 let selector = match (&s.selector, target_of(&s, hpas)) {
                     (Some(text), _) => LabelSelector::parse(text).ok(),
                     (None, Some(t)) => match cache.get(&t).map(|r| &r.selector) {

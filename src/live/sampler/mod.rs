@@ -41,6 +41,7 @@ use source::{Origin, Source};
 use crate::core::Sample;
 use crate::live::config::{http_url, is_metric_name, MetricSource, ServiceSource};
 use crate::live::error_chain;
+use crate::live::names::object_key;
 use crate::live::tls::LoadedTls;
 use crate::telemetry::metrics::Metrics;
 
@@ -119,7 +120,7 @@ impl Sampler {
         let services = services
             .iter()
             .map(|s| {
-                let key = crate::live::names::object_key(&s.namespace, &s.name);
+                let key = object_key(&s.namespace, &s.name);
                 let source = |signal: Signal, metric: &Option<MetricSource>| -> Result<Option<Source>, SamplerError> {
                     let Some(metric) = metric else { return Ok(None) };
                     Ok(Some(Source::new(key.clone(), signal, origin(&key, signal, metric, prometheus.as_ref())?)))

@@ -15,16 +15,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 use kube::runtime::watcher::Event;
 
-use super::names::MASTER_LABEL;
+use super::names::{object_key, JOB_LABEL, MASTER_LABEL, ROLE_LABEL};
 use super::selector::LabelSelector;
 use super::translate;
 use crate::core::{Node, Pod, PodClass, Snapshot};
 
-mod names;
+mod interned;
 #[cfg(test)]
 mod tests;
 
-use names::Names;
+use interned::Names;
 
 /// The state as the watches, the decider, discovery and the actuator share it.
 pub type SharedState = Arc<Mutex<ClusterState>>;
@@ -53,14 +53,14 @@ impl Classifier {
         let selectors = self.selectors.get(namespace).map_or(&[][..], Vec::as_slice);
         match translate::classify(labels, selectors) {
             PodClass::Worker { job } => {
-                let key = super::names::object_key(namespace, &job);
+                let key = object_key(namespace, &job);
                 if self.managed.contains(&key) {
                     PodClass::Worker { job: names.get(&key) }
                 } else {
                     PodClass::System
                 }
             }
-            PodClass::Master { job } => PodClass::Master { job: names.get(&super::names::object_key(namespace, &job)) },
+            PodClass::Master { job } => PodClass::Master { job: names.get(&object_key(namespace, &job)) },
             PodClass::Online { service } => PodClass::Online { service: names.get(&service) },
             PodClass::System => PodClass::System,
         }
@@ -365,10 +365,9 @@ fn node_entry(n: &KubeNode) -> (String, TranslatedNode) {
 }
 
 fn pod_key(p: &KubePod) -> String {
-    super::names::object_key(p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
+    object_key(p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
 }
 
 fn is_worker_of(labels: &BTreeMap<String, String>, job: &str) -> bool {
-    labels.get(super::names::JOB_LABEL).is_some_and(|j| j == job)
-        && labels.get(super::names::ROLE_LABEL).is_some_and(|r| r == "worker")
+    labels.get(JOB_LABEL).is_some_and(|j| j == job) && labels.get(ROLE_LABEL).is_some_and(|r| r == "worker")
 }
