@@ -151,7 +151,7 @@ impl<'a> World<'a> {
 
     pub fn run(mut self, on_progress: &mut dyn FnMut(u64)) -> PolicyRun {
         let spec = &self.scenario.spec;
-        let dt = spec.step.as_secs_f64();
+        let dt = self.window.as_ref().map_or(spec.step.as_secs_f64(), |w| w.step_s);
         let end =
             self.window.as_ref().map_or(spec.duration.as_secs_f64(), |w| w.until.min(spec.duration.as_secs_f64()));
         let steps = (end / dt).ceil() as u64;
@@ -298,6 +298,16 @@ impl<'a> World<'a> {
         }
         if let Some(w) = &self.window {
             if !w.filled && self.now + 1e-9 >= w.jobs_at {
+                // The controller starts now, with no samples of its own yet. Its sampler and its
+                // status polls tick from its start, as the live controller's do, not on the
+                // scenario's clock: where they fall against the HPA's syncs decides whose pods
+                // take the room its releases free.
+                let started = w.jobs_at;
+                for s in &mut self.services {
+                    s.samples.clear();
+                }
+                self.next_sample = started;
+                self.next_status = started;
                 self.fill_window();
             }
             return;
@@ -363,17 +373,8 @@ impl<'a> World<'a> {
     }
 
     fn colocate(&mut self) {
-        if let Some(w) = &mut self.window {
-            if self.now + 1e-9 < w.jobs_at {
-                return;
-            }
-            // The controller starts now: no samples of its own yet.
-            if !w.controller_started {
-                w.controller_started = true;
-                for s in &mut self.services {
-                    s.samples.clear();
-                }
-            }
+        if self.window.as_ref().is_some_and(|w| self.now + 1e-9 < w.jobs_at) {
+            return;
         }
         self.poll_status();
         let snap = self.snapshot();

@@ -174,3 +174,27 @@ fn a_window_replayed_under_several_draws_of_the_schedulers_ties_shows_their_spre
     assert_eq!(pod_s.median, sorted[3]);
     assert_eq!(draws.typical().online_unschedulable_pod_s, pod_s.median);
 }
+
+#[test]
+fn a_window_controller_samples_on_its_own_clock_from_its_start() {
+    use super::window::{replay_window, WindowSettings};
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
+    let scenario = Scenario::load(path).unwrap();
+    let settings = |warmup_s: f64| WindowSettings {
+        from_s: 465.0,
+        to_s: 585.0,
+        warmup_s,
+        load_signal: true,
+        latency_signal: false,
+        tie_draw: 0,
+    };
+    // Started 20.2 s before the window, the controller samples at 4.8 s, 9.8 s, ... of it (as the
+    // live one, which ticks from its start): the load's rise is acted on at a sample, 0.2 s
+    // before the HPA's syncs at 30 s and 45 s, not with them.
+    let first = |warmup_s: f64| replay_window(&scenario, Policy::Colocate, &settings(warmup_s)).scale_commands[0].0;
+    let early = first(20.2);
+    assert!((early - early.floor() - 0.8).abs() < 1e-6, "first command at {early} s");
+    let on_time = first(20.0);
+    assert!((on_time - on_time.round()).abs() < 1e-6, "first command at {on_time} s");
+    assert!(early < on_time, "{early} {on_time}");
+}

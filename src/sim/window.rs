@@ -22,6 +22,13 @@ use super::scenario::Scenario;
 pub use super::service::HpaSync;
 use super::window_plan::Window;
 
+/// The longest step a window is replayed at. The live run's events fall anywhere in a second:
+/// the controller samples on its own clock, from its start (4.85 s, 9.85 s, ... into the window
+/// in the spike test), the HPA syncs on the window's whole seconds, and which comes first
+/// decides what the controller sees and whose pods take the room its releases free 30 s later.
+/// At whole seconds both fall in one step, in the engine's fixed order.
+pub const WINDOW_STEP_S: f64 = 0.1;
+
 /// How a window is played; the live test's configuration, in replay's terms.
 #[derive(Clone, Debug)]
 pub struct WindowSettings {
@@ -90,15 +97,15 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
     world.window = Some(Window {
         from_s: settings.from_s,
         until: settings.to_s,
+        step_s: scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S),
         jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
         load_signal: settings.load_signal,
         latency_signal: settings.latency_signal,
         script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
         filled: false,
-        controller_started: false,
     });
     let run = world.run(&mut |_| {});
-    let dt = scenario.spec.step.as_secs_f64();
+    let dt = scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S);
     let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
     let killed0 = before.map_or(0, |r| r.killed_by_scheduler);

@@ -10,6 +10,8 @@ pub(crate) struct Window {
     pub from_s: f64,
     /// The run stops here.
     pub until: f64,
+    /// Replay's step inside the window run ([`WINDOW_STEP_S`](super::window::WINDOW_STEP_S) at most).
+    pub step_s: f64,
     /// When the jobs are filled and the controller starts.
     pub jobs_at: f64,
     pub load_signal: bool,
@@ -17,7 +19,6 @@ pub(crate) struct Window {
     /// Per service, the syncs still to play, the next last.
     pub(super) script: Vec<Vec<HpaSync>>,
     pub filled: bool,
-    pub controller_started: bool,
 }
 
 impl Window {
