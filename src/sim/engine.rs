@@ -26,7 +26,7 @@ use crate::core::{Core, Sample, ScaleIntent, WorkReport};
 
 pub struct SimService {
     pub hpa: HpaState,
-    next_pod: u64,
+    pub(super) next_pod: u64,
     pub load: f64,
     /// The controller's load samples (rates over the load window), oldest first.
     pub samples: VecDeque<Sample>,
@@ -34,6 +34,8 @@ pub struct SimService {
     pub p99_sample: Option<f64>,
     /// Every sync of its HPA so far.
     pub syncs: Vec<HpaSync>,
+    /// When the pods its ReplicaSet has yet to create will appear, soonest first.
+    pub(super) creating: VecDeque<f64>,
 }
 
 pub struct World<'a> {
@@ -123,6 +125,7 @@ impl<'a> World<'a> {
                 samples: VecDeque::new(),
                 p99_sample: None,
                 syncs: Vec::new(),
+                creating: VecDeque::new(),
             });
         }
         let jobs: Vec<SimJob> = spec.jobs.iter().cloned().map(SimJob::new).collect();
@@ -181,6 +184,7 @@ impl<'a> World<'a> {
             self.next_sample = now + spec.observation.sample_interval.as_secs_f64();
         }
         for (s, svc) in spec.services.iter().enumerate() {
+            self.create_due_pods(s);
             self.services[s].load = self.scenario.loads[s].at(now);
             if sampling {
                 self.sample_service(s);
@@ -344,32 +348,6 @@ impl<'a> World<'a> {
             }
         }
         (replicas, ready)
-    }
-
-    /// The Deployment follows the HPA: new pods are created pending; on scale-down, pending
-    /// pods go first, then not-ready ones, then the newest.
-    pub(super) fn set_replicas(&mut self, s: usize, desired: u32) {
-        let svc = &self.scenario.spec.services[s];
-        let mut pods: Vec<(u64, bool, bool)> = self
-            .cluster
-            .pods
-            .iter()
-            .filter(|(_, p)| p.kind == (PodKind::Online { service: s }) && p.leaving_at.is_none())
-            .map(|(id, p)| (*id, p.node.is_some(), p.is_ready(self.now)))
-            .collect();
-        let have = pods.len() as u32;
-        if desired > have {
-            for _ in have..desired {
-                let name = format!("{}-{}", svc.name, self.services[s].next_pod);
-                self.services[s].next_pod += 1;
-                self.cluster.create(name, PodKind::Online { service: s }, svc.replica.resources(), self.now);
-            }
-        } else if desired < have {
-            pods.sort_by_key(|(id, bound, ready)| (*bound, *ready, std::cmp::Reverse(*id)));
-            for (id, _, _) in pods.into_iter().take((have - desired) as usize) {
-                self.cluster.delete(id, self.now, 0.0);
-            }
-        }
     }
 
     fn colocate(&mut self) {

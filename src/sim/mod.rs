@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod cluster;
+mod deployment;
 pub mod engine;
 pub mod jct_chart;
 pub mod job_trace;

@@ -149,17 +149,8 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
 
 #[test]
 fn a_window_replayed_under_several_draws_of_the_schedulers_ties_shows_their_spread() {
-    use super::window::{replay_window, WindowDraws, WindowSettings};
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
-    let scenario = Scenario::load(path).unwrap();
-    let settings = WindowSettings {
-        from_s: 465.0,
-        to_s: 585.0,
-        warmup_s: 20.0,
-        load_signal: false,
-        latency_signal: false,
-        tie_draw: 0,
-    };
+    use super::window::{replay_window, WindowDraws};
+    let (scenario, settings) = flash_window(20.0, false);
     let draws = WindowDraws::replay(&scenario, Policy::Preemption, &settings, 7);
     assert_eq!(draws.runs.len(), 7);
     // The first draw is a full replay's.
@@ -177,24 +168,47 @@ fn a_window_replayed_under_several_draws_of_the_schedulers_ties_shows_their_spre
 
 #[test]
 fn a_window_controller_samples_on_its_own_clock_from_its_start() {
-    use super::window::{replay_window, WindowSettings};
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
-    let scenario = Scenario::load(path).unwrap();
-    let settings = |warmup_s: f64| WindowSettings {
-        from_s: 465.0,
-        to_s: 585.0,
-        warmup_s,
-        load_signal: true,
-        latency_signal: false,
-        tie_draw: 0,
+    use super::window::replay_window;
+    let first = |warmup_s: f64| {
+        let (scenario, settings) = flash_window(warmup_s, true);
+        replay_window(&scenario, Policy::Colocate, &settings).scale_commands[0].0
     };
     // Started 20.2 s before the window, the controller samples at 4.8 s, 9.8 s, ... of it (as the
     // live one, which ticks from its start): the load's rise is acted on at a sample, 0.2 s
     // before the HPA's syncs at 30 s and 45 s, not with them.
-    let first = |warmup_s: f64| replay_window(&scenario, Policy::Colocate, &settings(warmup_s)).scale_commands[0].0;
     let early = first(20.2);
     assert!((early - early.floor() - 0.8).abs() < 1e-6, "first command at {early} s");
     let on_time = first(20.0);
     assert!((on_time - on_time.round()).abs() < 1e-6, "first command at {on_time} s");
     assert!(early < on_time, "{early} {on_time}");
+}
+
+#[test]
+fn a_windows_scale_up_pods_appear_as_the_replicaset_creates_them() {
+    use super::window::replay_window;
+    let (scenario, settings) = flash_window(20.0, false);
+    let run = replay_window(&scenario, Policy::Preemption, &settings);
+    let pending = |from: f64, to: f64| {
+        run.series.iter().filter(|s| s.t_s > from - 1e-6 && s.t_s < to - 1e-6).map(|s| s.pending_online_pods).max()
+    };
+    // The HPA doubles the service at 30 s: its 25 new pods reach the scheduler from 30.4 s, 50 a
+    // second. None waits before then, the first five fit, and the 20 others wait (for the
+    // workers they preempt) as they come: half of them by 30.7 s, all by 31 s.
+    assert_eq!(pending(30.0, 30.4), Some(0));
+    assert!(pending(30.7, 30.8).is_some_and(|n| n > 0 && n < 20), "{:?}", pending(30.7, 30.8));
+    assert_eq!(pending(31.0, 31.1), Some(20));
+}
+
+/// The flash crowd's spike window as `tests/spike_replay.rs` plays it.
+fn flash_window(warmup_s: f64, load_signal: bool) -> (Scenario, super::window::WindowSettings) {
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
+    let settings = super::window::WindowSettings {
+        from_s: 465.0,
+        to_s: 585.0,
+        warmup_s,
+        load_signal,
+        latency_signal: false,
+        tie_draw: 0,
+    };
+    (Scenario::load(path).unwrap(), settings)
 }
