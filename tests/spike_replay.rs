@@ -32,6 +32,8 @@
 //! `target/test-reports/spike_replay.json` has both side by side. Environment:
 //! `COLOCATE_SPIKE_SCENARIO` (a scenario file), `COLOCATE_SPIKE_WINDOW` (`FROM..TO`, scenario
 //! seconds), `COLOCATE_SPIKE_CONFIGS` (`all` or a comma list; default `load-signal-fast-release`).
+//! With `TESTBED_SCHEDULER_V=5` each run's kube-scheduler log is kept beside the report, with the
+//! time the window opened on its clock.
 
 mod support;
 
@@ -397,6 +399,7 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     assert_eq!(before_window, 0, "colocate changed the jobs before the spike: the runs would not start alike");
 
     let t0 = Instant::now();
+    let t0_wall = std::time::SystemTime::now();
     if let Some((exporter, _)) = &signal {
         exporter.start_window(t0);
     }
@@ -427,6 +430,7 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         std::fs::write(&log, c.logs()).unwrap();
         eprintln!("colocate run log: {}", log.display());
     }
+    keep_scheduler_log(&bed, &label, t0_wall);
     let warmup_s = controller_started.map_or(0.0, |s| t0.duration_since(s).as_secs_f64());
     spike_figures::figures(label, fill, &recorder, (t0, end), forced, commands, warmup_s)
 }
@@ -624,5 +628,26 @@ fn print_schedule(s: &Schedule) {
             sync.current,
             sync.desired
         );
+    }
+}
+
+/// With `TESTBED_SCHEDULER_V` set (5 logs every queue move and preemption), copies the run's
+/// kube-scheduler log into the report directory before the testbed goes, and says when the
+/// window opened on the log's clock (UTC), so its lines can be read as seconds of the window.
+fn keep_scheduler_log(bed: &Testbed, label: &str, window_opened: std::time::SystemTime) {
+    if std::env::var_os("TESTBED_SCHEDULER_V").is_none() {
+        return;
+    }
+    let Some(dir) = bed.dir() else { return };
+    let name = label.replace(' ', "_");
+    let kept = cluster::report_dir().join(format!("spike_replay_{name}_kube-scheduler.log"));
+    match std::fs::copy(dir.join("logs").join("kube-scheduler.log"), &kept) {
+        Ok(_) => {
+            let since_epoch = window_opened.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let of_day = since_epoch.as_secs_f64() % 86_400.0;
+            let (h, m, s) = ((of_day / 3600.0) as u32, (of_day % 3600.0 / 60.0) as u32, of_day % 60.0);
+            eprintln!("kube-scheduler log: {} (the window opened at {h:02}:{m:02}:{s:09.6} UTC)", kept.display());
+        }
+        Err(e) => eprintln!("could not keep the kube-scheduler log: {e}"),
     }
 }
