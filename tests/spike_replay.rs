@@ -422,15 +422,15 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         }
     }
     commands.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let name = label.replace(' ', "_");
     if let Some(mut c) = controller {
         c.stop();
         // Its decisions and their `why`, for reading the run afterwards.
-        let name = label.replace(' ', "_");
         let log = cluster::report_dir().join(format!("spike_replay_{name}.log"));
         std::fs::write(&log, c.logs()).unwrap();
         eprintln!("colocate run log: {}", log.display());
     }
-    keep_scheduler_log(&bed, &label, t0_wall);
+    keep_scheduler_log(&bed, &name, t0_wall);
     let warmup_s = controller_started.map_or(0.0, |s| t0.duration_since(s).as_secs_f64());
     spike_figures::figures(label, fill, &recorder, (t0, end), forced, commands, warmup_s)
 }
@@ -634,12 +634,11 @@ fn print_schedule(s: &Schedule) {
 /// With `TESTBED_SCHEDULER_V` set (5 logs every queue move and preemption), copies the run's
 /// kube-scheduler log into the report directory before the testbed goes, and says when the
 /// window opened on the log's clock (UTC), so its lines can be read as seconds of the window.
-fn keep_scheduler_log(bed: &Testbed, label: &str, window_opened: std::time::SystemTime) {
+fn keep_scheduler_log(bed: &Testbed, name: &str, window_opened: std::time::SystemTime) {
     if std::env::var_os("TESTBED_SCHEDULER_V").is_none() {
         return;
     }
     let Some(dir) = bed.dir() else { return };
-    let name = label.replace(' ', "_");
     let kept = cluster::report_dir().join(format!("spike_replay_{name}_kube-scheduler.log"));
     match std::fs::copy(dir.join("logs").join("kube-scheduler.log"), &kept) {
         Ok(_) => {

@@ -94,10 +94,11 @@ pub struct WindowSample {
 pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
     let mut world = World::new(scenario, policy);
     world.cluster.tie_seed = settings.tie_draw;
+    let dt = scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S);
     world.window = Some(Window {
         from_s: settings.from_s,
         until: settings.to_s,
-        step_s: scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S),
+        step_s: dt,
         jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
         load_signal: settings.load_signal,
         latency_signal: settings.latency_signal,
@@ -105,7 +106,6 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
         filled: false,
     });
     let run = world.run(&mut |_| {});
-    let dt = scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S);
     let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
     let killed0 = before.map_or(0, |r| r.killed_by_scheduler);
