@@ -191,12 +191,70 @@ fn a_windows_scale_up_pods_appear_as_the_replicaset_creates_them() {
     let pending = |from: f64, to: f64| {
         run.series.iter().filter(|s| s.t_s > from - 1e-6 && s.t_s < to - 1e-6).map(|s| s.pending_online_pods).max()
     };
-    // The HPA doubles the service at 30 s: its 25 new pods reach the scheduler from 30.4 s, 50 a
-    // second. None waits before then, the first five fit, and the 20 others wait (for the
-    // workers they preempt) as they come: half of them by 30.7 s, all by 31 s.
-    assert_eq!(pending(30.0, 30.4), Some(0));
-    assert!(pending(30.7, 30.8).is_some_and(|n| n > 0 && n < 20), "{:?}", pending(30.7, 30.8));
-    assert_eq!(pending(31.0, 31.1), Some(20));
+    // The HPA doubles the service at 30 s: its 25 new pods fit in kube-controller-manager's
+    // burst and come at once; the first five fit, the 20 others wait.
+    assert_eq!(pending(29.0, 30.0), Some(0));
+    assert_eq!(pending(30.0, 30.1), Some(20));
+    // At 45 s it asks for 50 more: 30 at once, then 20 a second, all there by 46 s.
+    assert_eq!(pending(45.0, 45.1), Some(50));
+    assert!(pending(45.5, 45.6).is_some_and(|n| n > 50 && n < 70), "{:?}", pending(45.5, 45.6));
+    assert_eq!(pending(46.0, 46.1), Some(70));
+}
+
+#[test]
+fn the_controller_managers_client_sends_a_burst_then_its_rate() {
+    use super::deployment::ClientBucket;
+    let mut kcm = ClientBucket::full(0.0);
+    let sent: Vec<f64> = (0..32).map(|_| kcm.take(10.0)).collect();
+    assert!(sent[..30].iter().all(|&t| t == 10.0), "{sent:?}");
+    assert!((sent[30] - 10.05).abs() < 1e-9 && (sent[31] - 10.1).abs() < 1e-9, "{sent:?}");
+    // Idle for a second after its queue drained: 20 tokens back, not more than the burst.
+    assert_eq!(kcm.take(11.1), 11.1);
+    let mut rested = ClientBucket::full(0.0);
+    let after_rest: Vec<f64> = (0..31).map(|_| rested.take(100.0)).collect();
+    assert!(after_rest[29] == 100.0 && after_rest[30] > 100.0, "{after_rest:?}");
+}
+
+#[test]
+fn a_windows_fill_starts_jobs_one_after_another_and_names_workers_at_random() {
+    use super::cluster::PodKind;
+    let (scenario, settings) = flash_window(20.0, false);
+    for draw in [0, 1] {
+        let mut world = super::window::window_world(
+            &scenario,
+            Policy::Colocate,
+            &super::window::WindowSettings { tie_draw: draw, ..settings.clone() },
+        );
+        world.now = settings.from_s - settings.warmup_s;
+        world.fill_window();
+        // (start, name) of each job's workers, bert-finetune (arrived first) then recsys.
+        let workers = |job: usize| {
+            let mut w: Vec<(f64, String)> = world
+                .cluster
+                .pods
+                .values()
+                .filter(|p| p.kind == (PodKind::Worker { job }))
+                .map(|p| (p.ready_at.expect("bound"), p.name.clone()))
+                .collect();
+            w.sort_by(|a, b| a.0.total_cmp(&b.0));
+            w
+        };
+        let (bert, recsys) = (workers(0), workers(1));
+        assert!(bert.len() > 10 && recsys.len() > 10, "{} {}", bert.len(), recsys.len());
+        // The live fill's pace: 17 binds a second, the second job 0.45 s after the first's last,
+        // all before the controller starts.
+        let span = recsys.last().unwrap().0 - bert[0].0;
+        let expected = (bert.len() + recsys.len() - 2) as f64 / 17.0 + 0.45;
+        assert!((span - expected).abs() < 1e-6, "span {span}, expected {expected}");
+        assert!(recsys[0].0 > bert.last().unwrap().0 + 0.4);
+        assert!(recsys.last().unwrap().0 <= world.now);
+        // Names in start order would make colocate (which keeps a node's workers in name order)
+        // release the youngest, preemption's own victims.
+        let names: Vec<&String> = recsys.iter().map(|w| &w.1).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_ne!(names, sorted, "draw {draw}: names follow the start order");
+    }
 }
 
 /// The flash crowd's spike window as `tests/spike_replay.rs` plays it.

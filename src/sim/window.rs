@@ -14,9 +14,11 @@
 //! masters is a scenario that says so, so the controller in replay plans with the release
 //! latency the masters would announce.
 
-use super::cluster::PodKind;
+use super::cluster::{PodId, PodKind};
+use super::deployment::ClientBucket;
 use super::engine::World;
 use super::jobs::{Phase, SimJob};
+use super::policy::draw;
 use super::policy::Policy;
 use super::scenario::Scenario;
 pub use super::service::HpaSync;
@@ -90,8 +92,8 @@ pub struct WindowSample {
     pub pending_workers: u32,
 }
 
-/// Replays the window under `policy` (`colocate` or `preemption`).
-pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
+/// The world a window is played in, before its first step.
+pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings: &WindowSettings) -> World<'a> {
     let mut world = World::new(scenario, policy);
     world.cluster.tie_seed = settings.tie_draw;
     let dt = scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S);
@@ -104,7 +106,15 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
         latency_signal: settings.latency_signal,
         script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
         filled: false,
+        kcm: ClientBucket::full(0.0),
     });
+    world
+}
+
+/// Replays the window under `policy` (`colocate` or `preemption`).
+pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
+    let world = window_world(scenario, policy, settings);
+    let dt = world.window.as_ref().map_or(WINDOW_STEP_S, |w| w.step_s);
     let run = world.run(&mut |_| {});
     let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
@@ -195,9 +205,41 @@ fn spread<T: Copy + PartialOrd>(mut values: Vec<T>) -> Spread<T> {
     Spread { min: values[0], median: values[(values.len() - 1) / 2], max: values[values.len() - 1] }
 }
 
+/// How fast the live test's fill binds workers, one after another (17 a second), and the pause
+/// between one job's last worker and the next job's first (its master starting): measured in
+/// three `--v=5` kube-scheduler logs of the flash-crowd spike. The workers' start times follow,
+/// and with them the victims kube-scheduler ranks least important: the youngest, so the last job
+/// filled. Filled all in one second instead, every worker tied and preemption's victims were a
+/// draw over both jobs, so many of them were workers colocate had just released (the flash
+/// crowd's `hpa-only-grace30`: 7 running workers killed at the 30 s sync where live killed 10
+/// running `recsys` workers, the job filled last).
+const FILL_BINDS_PER_S: f64 = 17.0;
+const FILL_JOB_GAP_S: f64 = 0.45;
+
+/// A filled worker's name, as its ReplicaSet names it: the job's, then a random suffix (here a
+/// draw of the tie seed). The order of names then says nothing of the workers' ages, as live:
+/// colocate keeps a node's workers in name order and releases the rest, and kube-scheduler
+/// preempts the youngest. Named in fill order instead (`-fill-0`, `-fill-1`, ...), the workers
+/// colocate released were the youngest, the very ones preemption picked next, so replay's
+/// victims were workers already leaving where live's were running (the WorldCup spike's
+/// `load-signal-grace30`: 8 of 9 victims leaving at the 55 s sync in replay, 1 of 9 live).
+fn fill_worker_name(job: &str, index: u32, tie_seed: u64) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut x = (draw(tie_seed, &format!("{job}-fill-{index}")) * (1u64 << 53) as f64) as u64;
+    let suffix: String = (0..8)
+        .map(|_| {
+            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+            x /= ALPHABET.len() as u64;
+            c
+        })
+        .collect();
+    format!("{job}-worker-{suffix}")
+}
+
 /// Starts every job as large as fits, as the live test does: in arrival order, each job's
 /// workers are placed one by one where kube-scheduler's default scoring would put them (the
-/// node with the most room) until one fits nowhere; the job then runs with the workers placed.
+/// node with the most room) until one fits nowhere; the job then runs with the workers placed,
+/// started at the live fill's pace.
 impl World<'_> {
     pub(super) fn fill_window(&mut self) {
         fill(self)
@@ -223,19 +265,33 @@ fn fill(world: &mut World) {
     let mut order: Vec<usize> = (0..world.jobs.len()).collect();
     order.sort_by_key(|&j| (world.jobs[j].spec.arrival, j));
     let now = world.now;
+    // Each worker's start, counted from the fill's first bind.
+    let mut started: Vec<(PodId, f64)> = Vec::new();
+    let mut clock = 0.0;
     for j in order {
         let worker = world.jobs[j].spec.worker.resources();
         let mut placed = 0;
         while placed < world.jobs[j].spec.max_workers {
             let Some(node) = world.cluster.pick_node(&worker, true) else { break };
-            let name = format!("{}-worker-fill-{placed}", world.jobs[j].spec.name);
+            let name = fill_worker_name(&world.jobs[j].spec.name, placed, world.cluster.tie_seed);
             let id = world.cluster.create(name, PodKind::Worker { job: j }, worker, now);
             world.cluster.bind(id, node, now);
+            if placed > 0 {
+                clock += 1.0 / FILL_BINDS_PER_S;
+            } else if !started.is_empty() {
+                clock += FILL_JOB_GAP_S;
+            }
+            started.push((id, clock));
             placed += 1;
         }
         let job: &mut SimJob = &mut world.jobs[j];
         job.phase = if placed > 0 { Phase::Running } else { Phase::Waiting };
         job.target = placed;
+    }
+    // The fill ends as the controller starts; where the seconds fall in it is the draw's.
+    let first_bind = now - clock - draw(world.cluster.tie_seed, "fill");
+    for (id, at) in started {
+        world.cluster.pods.get_mut(&id).expect("a worker just placed").ready_at = Some(first_bind + at);
     }
     if let Some(w) = &mut world.window {
         w.filled = true;

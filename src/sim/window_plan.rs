@@ -2,6 +2,7 @@
 //! filled and the controller starts, what the controller samples, and the HPA syncs of the
 //! scenario's `online-only` replay still to play.
 
+use super::deployment::ClientBucket;
 use super::service::{HpaState, HpaSync};
 
 /// The engine's view of a window being played.
@@ -19,6 +20,8 @@ pub(crate) struct Window {
     /// Per service, the syncs still to play, the next last.
     pub(super) script: Vec<Vec<HpaSync>>,
     pub filled: bool,
+    /// kube-controller-manager's requests, through which the ReplicaSets create pods.
+    pub kcm: ClientBucket,
 }
 
 impl Window {
