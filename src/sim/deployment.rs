@@ -4,42 +4,6 @@
 use super::cluster::PodKind;
 use super::engine::World;
 
-/// kube-controller-manager's API client: `--kube-api-qps` 20 and `--kube-api-burst` 30, its
-/// defaults, shared by its controllers. In a window a ReplicaSet creates a scale-up's pods
-/// through it: at once while the burst lasts, then 20 a second. Measured in `--v=5`
-/// kube-scheduler logs: on the WorldCup spike (2026-11-25) the pods of every sync reached the
-/// scheduler 0.01-0.02 s after the scale, 12, 24 and 29 of them within 0.2 s, and 48 as 30 within
-/// 0.1 s then 18 at 20 a second; on the flash crowd, 25 in 0.7 s and 50 in 1.0 s, some syncs
-/// starting 0.4 s late (its other controllers' requests, not modelled, had spent the burst).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ClientBucket {
-    tokens: f64,
-    at: f64,
-}
-
-impl ClientBucket {
-    const PER_S: f64 = 20.0;
-    const BURST: f64 = 30.0;
-
-    pub fn full(at: f64) -> ClientBucket {
-        ClientBucket { tokens: Self::BURST, at }
-    }
-
-    /// When a request made at `now` (or after the requests already queued) goes out.
-    pub fn take(&mut self, now: f64) -> f64 {
-        if now > self.at {
-            self.tokens = (self.tokens + (now - self.at) * Self::PER_S).min(Self::BURST);
-            self.at = now;
-        }
-        if self.tokens < 1.0 {
-            self.at += (1.0 - self.tokens) / Self::PER_S;
-            self.tokens = 1.0;
-        }
-        self.tokens -= 1.0;
-        self.at
-    }
-}
-
 impl World<'_> {
     /// The Deployment follows the HPA: new pods are created pending (in a window, paced as its
     /// ReplicaSet creates them); on scale-down, pods not yet created go first, then pending
@@ -68,6 +32,8 @@ impl World<'_> {
             self.create_due_pods(s);
         } else if desired < have {
             let mut excess = have - desired;
+            // Creations not yet sent are dropped; the bucket keeps their tokens spent (a scale-down
+            // inside the second a scale-up is still being created: not seen in a spike window).
             while excess > 0 && creating.pop_back().is_some() {
                 excess -= 1;
             }

@@ -17,7 +17,7 @@ use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
 use super::jobs::{Phase, SimJob};
 use super::load::LoadCurve;
 use super::policy::{draw, Policy};
-use super::report::{JobFigures, JobResult, PolicyResult, TimelineRow, YOUNG_VICTIM_S};
+use super::report::{PolicyResult, TimelineRow, YOUNG_VICTIM_S};
 use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::HpaSync;
 use super::service::{p99_seconds, utilization, HpaState};
@@ -51,11 +51,11 @@ pub struct World<'a> {
     /// `None` once a job joins the queue. Until room may have freed, trying again is wasted.
     gang_tried: Option<u64>,
     /// Running workers the scheduler preempted for online pods.
-    scheduler_preemptions: u64,
+    pub(super) scheduler_preemptions: u64,
     /// Victims the scheduler picked that were already leaving (released gracefully).
-    scheduler_victims_leaving: u64,
+    pub(super) scheduler_victims_leaving: u64,
     /// Running workers the scheduler preempted that had been bound under `YOUNG_VICTIM_S`.
-    scheduler_kills_young: u64,
+    pub(super) scheduler_kills_young: u64,
     intents: Vec<(f64, ScaleIntent)>,
     next_sample: f64,
     next_status: f64,
@@ -365,69 +365,6 @@ impl<'a> World<'a> {
         }
     }
 
-    /// The simulated master: grows by creating pending workers; shrinks gracefully, releasing
-    /// the named pods first, then pending ones, then the newest.
-    fn apply_target(&mut self, j: usize, target: u32, release: &[String]) {
-        let now = self.now;
-        let grace = self.scenario.spec.release_time(j).as_secs_f64();
-        let in_place = self.scenario.spec.jobs[j].release_in_place;
-        let let_go = |cluster: &mut Cluster, id: PodId| {
-            if in_place {
-                cluster.release_in_place(id, now, grace);
-            } else {
-                cluster.delete(id, now, grace);
-            }
-        };
-        let job = &mut self.jobs[j];
-        if !job.is_live() {
-            return;
-        }
-        if target > job.target {
-            job.target = target;
-            job.phase = Phase::Running;
-            job.create_workers(&mut self.cluster, j, target, now);
-            return;
-        }
-        let moving = target == job.target;
-        job.target = target;
-        if target == 0 {
-            job.phase = Phase::Waiting;
-        }
-        if moving {
-            // Same count, named pods released: replace them (they are on nodes that need room).
-            let named: Vec<u64> = SimJob::pods(&self.cluster, j)
-                .filter(|(id, _)| release.contains(&self.cluster.pods[id].name))
-                .map(|(id, _)| id)
-                .collect();
-            for id in named {
-                let_go(&mut self.cluster, id);
-            }
-            job.create_workers(&mut self.cluster, j, target, now);
-            return;
-        }
-        let mut pods: Vec<(u64, bool, bool)> = SimJob::pods(&self.cluster, j)
-            .map(|(id, bound)| (id, bound, release.contains(&self.cluster.pods[&id].name)))
-            .collect();
-        let excess = pods.len().saturating_sub(target as usize);
-        pods.sort_by_key(|(id, bound, named)| (!*named, *bound, std::cmp::Reverse(*id)));
-        for (id, _, _) in pods.into_iter().take(excess) {
-            let_go(&mut self.cluster, id);
-        }
-    }
-
-    /// `preemption` baseline: the job's master replaces lost workers after the relaunch delay
-    /// (up to `max_workers`; in a window, a ReplicaSet replaces them at once up to its count).
-    fn relaunch(&mut self) {
-        let window = self.window.is_some();
-        for (j, job) in self.jobs.iter_mut().enumerate() {
-            if job.phase == Phase::Running && job.relaunch_at.is_some_and(|t| t <= self.now + 1e-9) {
-                job.relaunch_at = None;
-                let want = if window { job.target } else { job.spec.max_workers };
-                job.create_workers(&mut self.cluster, j, want, self.now);
-            }
-        }
-    }
-
     pub(super) fn schedule(&mut self) {
         let spec = &self.scenario.spec;
         let now = self.now;
@@ -533,138 +470,17 @@ impl<'a> World<'a> {
         }
         self.gang_tried = Some(self.cluster.room_events);
     }
-
-    /// Latency, training and metrics for the step [now, now + dt).
-    fn account(&mut self, dt: f64, acc: &mut Accumulator) -> TimelineRow {
-        let spec = &self.scenario.spec;
-        let mut row = TimelineRow {
-            t: self.now,
-            allocation: 0.0,
-            gpu_allocation: 0.0,
-            system_cpu: 0.0,
-            online_cpu: 0.0,
-            training_cpu: 0.0,
-            pending_online_pods: 0,
-            pending_workers: 0,
-            killed_by_scheduler: self.scheduler_preemptions,
-            victims_leaving: self.scheduler_victims_leaving,
-            killed_young: self.scheduler_kills_young,
-            slo_violated: false,
-            services: Vec::with_capacity(spec.services.len()),
-            workers: Vec::with_capacity(self.jobs.len()),
-        };
-        let mut gpus = 0;
-        for p in self.cluster.pods.values() {
-            if p.node.is_some() {
-                gpus += p.requests.gpu;
-            }
-            let cpu = p.requests.cpu_cores();
-            match (p.kind, p.node) {
-                (PodKind::System, Some(_)) => row.system_cpu += cpu,
-                (PodKind::Online { .. }, Some(_)) => row.online_cpu += cpu,
-                (PodKind::Worker { .. }, Some(_)) => row.training_cpu += cpu,
-                (PodKind::Online { .. }, None) if p.leaving_at.is_none() => row.pending_online_pods += 1,
-                (PodKind::Worker { .. }, None) if p.leaving_at.is_none() => row.pending_workers += 1,
-                _ => {}
-            }
-        }
-        let allocatable = self.cluster.allocatable();
-        row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu) / allocatable.cpu_cores();
-        if allocatable.gpu > 0 {
-            row.gpu_allocation = gpus as f64 / allocatable.gpu as f64;
-        }
-        for (s, svc) in spec.services.iter().enumerate() {
-            let (replicas, ready) = self.replica_counts(s);
-            let load = self.services[s].load;
-            let p99 = p99_seconds(svc, utilization(svc, load, ready));
-            if p99 > svc.latency.slo_p99.as_secs_f64() {
-                row.slo_violated = true;
-            }
-            row.services.push((load, replicas, ready, p99 * 1000.0));
-        }
-        for job in &mut self.jobs {
-            job.train(self.now, dt);
-            row.workers.push(job.active_workers());
-        }
-        acc.time += dt;
-        acc.allocation += row.allocation * dt;
-        acc.gpu_allocation += row.gpu_allocation * dt;
-        if row.allocation + 1e-9 >= spec.controller.target_utilization {
-            acc.above_target += dt;
-        }
-        if row.slo_violated {
-            acc.slo_violation += dt;
-        }
-        acc.pending_online += row.pending_online_pods as f64 * dt;
-        row
-    }
-
-    fn result(&self, acc: &Accumulator) -> PolicyResult {
-        let spec = &self.scenario.spec;
-        let end = spec.duration.as_secs_f64();
-        let jobs: Vec<JobResult> = if self.policy == Policy::OnlineOnly {
-            Vec::new()
-        } else {
-            self.jobs
-                .iter()
-                .map(|j| {
-                    let from = j.spec.arrival.as_secs_f64().min(end);
-                    let until = j.completed_at.unwrap_or(end);
-                    let span = until - from;
-                    JobResult {
-                        name: j.spec.name.clone(),
-                        arrival_s: j.spec.arrival.as_secs_f64(),
-                        started_at_s: j.started_at,
-                        completed_at_s: j.completed_at,
-                        avg_workers: if span > 0.0 { j.worker_seconds / span } else { 0.0 },
-                    }
-                })
-                .collect()
-        };
-        let makespan = if jobs.is_empty() || jobs.iter().any(|j| j.completed_at_s.is_none()) {
-            None
-        } else {
-            jobs.iter().filter_map(|j| j.completed_at_s).reduce(f64::max)
-        };
-        let time = acc.time.max(1e-9);
-        let with_work: Vec<(&JobResult, bool)> =
-            jobs.iter().zip(&self.jobs).map(|(r, j)| (r, j.spec.work.is_some())).collect();
-        let figures = JobFigures::of(&with_work, end);
-        let has_gpus = self.cluster.allocatable().gpu > 0;
-        PolicyResult {
-            policy: self.policy.as_str().to_string(),
-            avg_cpu_allocation: acc.allocation / time,
-            time_above_target: acc.above_target / time,
-            slo_violation_s: acc.slo_violation,
-            pending_online_pod_s: acc.pending_online,
-            forced_preemptions: self.scheduler_preemptions,
-            scheduler_preemptions: self.scheduler_preemptions,
-            // See `schedule`: replay's masters honour every shrink at once.
-            controller_forced_preemptions: 0,
-            rescale_events: self.jobs.iter().map(|j| u64::from(j.rescale_events)).sum(),
-            // Samples kept: work lost to rollbacks does not count.
-            training_samples: self.jobs.iter().map(|j| j.progress).sum(),
-            makespan_s: makespan,
-            avg_jct_s: figures.avg_jct_s,
-            p50_jct_s: figures.p50_jct_s,
-            p95_jct_s: figures.p95_jct_s,
-            unfinished_jobs: figures.unfinished_jobs,
-            avg_queueing_s: figures.avg_queueing_s,
-            p95_queueing_s: figures.p95_queueing_s,
-            avg_gpu_allocation: has_gpus.then(|| acc.gpu_allocation / time),
-            jobs,
-        }
-    }
 }
 
+/// Sums over the run's steps.
 #[derive(Default)]
-struct Accumulator {
-    time: f64,
-    allocation: f64,
-    gpu_allocation: f64,
-    above_target: f64,
-    slo_violation: f64,
-    pending_online: f64,
+pub(super) struct Accumulator {
+    pub(super) time: f64,
+    pub(super) allocation: f64,
+    pub(super) gpu_allocation: f64,
+    pub(super) above_target: f64,
+    pub(super) slo_violation: f64,
+    pub(super) pending_online: f64,
 }
 
 /// Mean of the load over `[from, to]` (clamped at 0), sampled every second: what a rate over

@@ -1,6 +1,7 @@
 //! Replay: scenario files (scenario-v1), a simulated cluster around the decision core, the
 //! baseline policies, and the report.
 
+mod accounting;
 pub mod chart;
 pub mod cluster;
 mod deployment;
@@ -10,6 +11,7 @@ pub mod job_trace;
 pub mod jobs;
 pub mod limits;
 pub mod load;
+mod masters;
 pub mod policy;
 pub mod replay;
 pub mod report;

@@ -203,13 +203,14 @@ fn a_windows_scale_up_pods_appear_as_the_replicaset_creates_them() {
 
 #[test]
 fn the_controller_managers_client_sends_a_burst_then_its_rate() {
-    use super::deployment::ClientBucket;
+    use super::window_plan::ClientBucket;
     let mut kcm = ClientBucket::full(0.0);
     let sent: Vec<f64> = (0..32).map(|_| kcm.take(10.0)).collect();
     assert!(sent[..30].iter().all(|&t| t == 10.0), "{sent:?}");
     assert!((sent[30] - 10.05).abs() < 1e-9 && (sent[31] - 10.1).abs() < 1e-9, "{sent:?}");
     // Idle for a second after its queue drained: 20 tokens back, not more than the burst.
-    assert_eq!(kcm.take(11.1), 11.1);
+    let refilled: Vec<f64> = (0..21).map(|_| kcm.take(11.1)).collect();
+    assert!(refilled[..20].iter().all(|&t| (t - 11.1).abs() < 1e-6) && refilled[20] > 11.14, "{refilled:?}");
     let mut rested = ClientBucket::full(0.0);
     let after_rest: Vec<f64> = (0..31).map(|_| rested.take(100.0)).collect();
     assert!(after_rest[29] == 100.0 && after_rest[30] > 100.0, "{after_rest:?}");
@@ -219,6 +220,7 @@ fn the_controller_managers_client_sends_a_burst_then_its_rate() {
 fn a_windows_fill_starts_jobs_one_after_another_and_names_workers_at_random() {
     use super::cluster::PodKind;
     let (scenario, settings) = flash_window(20.0, false);
+    let mut names: Vec<Vec<String>> = Vec::new();
     for draw in [0, 1] {
         let mut world = super::window::window_world(
             &scenario,
@@ -248,13 +250,16 @@ fn a_windows_fill_starts_jobs_one_after_another_and_names_workers_at_random() {
         assert!((span - expected).abs() < 1e-6, "span {span}, expected {expected}");
         assert!(recsys[0].0 > bert.last().unwrap().0 + 0.4);
         assert!(recsys.last().unwrap().0 <= world.now);
-        // Names in start order would make colocate (which keeps a node's workers in name order)
-        // release the youngest, preemption's own victims.
-        let names: Vec<&String> = recsys.iter().map(|w| &w.1).collect();
-        let mut sorted = names.clone();
-        sorted.sort();
-        assert_ne!(names, sorted, "draw {draw}: names follow the start order");
+        names.push(recsys.iter().map(|w| w.1.clone()).collect::<Vec<_>>());
     }
+    // Named as a ReplicaSet names pods: the job's name and eight random characters, drawn
+    // afresh under each draw (numbered in start order, colocate, which keeps a node's workers
+    // in name order, released the youngest: preemption's own next victims).
+    for name in names.iter().flatten() {
+        let suffix = name.strip_prefix("recsys-worker-").expect("the job's name first");
+        assert!(suffix.len() == 8 && suffix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()), "{name}");
+    }
+    assert_ne!(names[0], names[1], "the names do not change with the draw");
 }
 
 /// The flash crowd's spike window as `tests/spike_replay.rs` plays it.

@@ -15,13 +15,13 @@
 //! latency the masters would announce.
 
 use super::cluster::{PodId, PodKind};
-use super::deployment::ClientBucket;
 use super::engine::World;
 use super::jobs::{Phase, SimJob};
 use super::policy::draw;
 use super::policy::Policy;
 use super::scenario::Scenario;
 pub use super::service::HpaSync;
+use super::window_plan::ClientBucket;
 use super::window_plan::Window;
 
 /// The longest step a window is replayed at. The live run's events fall anywhere in a second:
@@ -96,6 +96,9 @@ pub struct WindowSample {
 pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings: &WindowSettings) -> World<'a> {
     let mut world = World::new(scenario, policy);
     world.cluster.tie_seed = settings.tie_draw;
+    for job in &mut world.jobs {
+        job.random_names = Some(settings.tie_draw);
+    }
     let dt = scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S);
     world.window = Some(Window {
         from_s: settings.from_s,
@@ -114,7 +117,7 @@ pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings:
 /// Replays the window under `policy` (`colocate` or `preemption`).
 pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
     let world = window_world(scenario, policy, settings);
-    let dt = world.window.as_ref().map_or(WINDOW_STEP_S, |w| w.step_s);
+    let dt = world.window.as_ref().expect("a window world has its window").step_s;
     let run = world.run(&mut |_| {});
     let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
@@ -216,26 +219,6 @@ fn spread<T: Copy + PartialOrd>(mut values: Vec<T>) -> Spread<T> {
 const FILL_BINDS_PER_S: f64 = 17.0;
 const FILL_JOB_GAP_S: f64 = 0.45;
 
-/// A filled worker's name, as its ReplicaSet names it: the job's, then a random suffix (here a
-/// draw of the tie seed). The order of names then says nothing of the workers' ages, as live:
-/// colocate keeps a node's workers in name order and releases the rest, and kube-scheduler
-/// preempts the youngest. Named in fill order instead (`-fill-0`, `-fill-1`, ...), the workers
-/// colocate released were the youngest, the very ones preemption picked next, so replay's
-/// victims were workers already leaving where live's were running (the WorldCup spike's
-/// `load-signal-grace30`: 8 of 9 victims leaving at the 55 s sync in replay, 1 of 9 live).
-fn fill_worker_name(job: &str, index: u32, tie_seed: u64) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut x = (draw(tie_seed, &format!("{job}-fill-{index}")) * (1u64 << 53) as f64) as u64;
-    let suffix: String = (0..8)
-        .map(|_| {
-            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
-            x /= ALPHABET.len() as u64;
-            c
-        })
-        .collect();
-    format!("{job}-worker-{suffix}")
-}
-
 /// Starts every job as large as fits, as the live test does: in arrival order, each job's
 /// workers are placed one by one where kube-scheduler's default scoring would put them (the
 /// node with the most room) until one fits nowhere; the job then runs with the workers placed,
@@ -273,7 +256,7 @@ fn fill(world: &mut World) {
         let mut placed = 0;
         while placed < world.jobs[j].spec.max_workers {
             let Some(node) = world.cluster.pick_node(&worker, true) else { break };
-            let name = fill_worker_name(&world.jobs[j].spec.name, placed, world.cluster.tie_seed);
+            let name = world.jobs[j].next_worker_name();
             let id = world.cluster.create(name, PodKind::Worker { job: j }, worker, now);
             world.cluster.bind(id, node, now);
             if placed > 0 {
