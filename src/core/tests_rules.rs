@@ -302,6 +302,27 @@ fn guard_interval_starts_only_when_training_is_shrunk() {
     assert_eq!(move_of(&core.decide(&violated(120, "n1", 3)), "a"), (3, 2));
 }
 
+/// n1 (8 CPU): a-0 and b-0; n2 (3 CPU): b-1; 1-CPU workers. Job `a` was just granted the eight
+/// free CPUs (target 9, its new pods not bound yet). Placed where they fit tightest, its starting
+/// workers would fill n2 before b's running b-1 is kept there, and b-1 would be released for room
+/// the grant had counted as b's (a live completion-split run did that). Running workers are kept
+/// first: b keeps both, and a's eight still fit (2 on n2, 6 on n1).
+#[test]
+fn a_jobs_starting_workers_never_displace_another_jobs_running_ones() {
+    let w = res(1000, 1);
+    let granted = Job { weight: 10.0, ..job("a", w, 1, 10, 9) };
+    let s = snap(
+        100,
+        vec![node("n1", 8000, 32), node("n2", 3000, 32)],
+        [workers("a", "n1", 0..1, w), workers("b", "n1", 0..1, w), workers("b", "n2", 1..2, w)].concat(),
+        vec![],
+        vec![granted, job("b", w, 1, 10, 2)],
+    );
+    let d = decide_once(eager(), &s);
+    assert!(d.intents.iter().all(|i| i.job != "b"), "b was shrunk: {:?}", d.intents);
+    assert!(d.intents.iter().all(|i| i.job != "a" || i.target >= 9), "a lost its grant: {:?}", d.intents);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Placement equivalence: the indexed structures pick what the linear rules pick.
 // ---------------------------------------------------------------------------------------------
