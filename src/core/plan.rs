@@ -330,7 +330,10 @@ struct Level<'a> {
 /// way entirely); then the room for waiting jobs' floors is set aside, oldest first, each one
 /// whose whole floor fits (one that does not fit even so is passed over and blocks no one);
 /// then the extras go one at a time to the job with the lowest weighted dominant share, as
-/// growth does. Extras that no longer fit are released: a waiting job is not held up behind
+/// growth does, every job's running workers before any job's starting ones (the floors above
+/// are still kept in name order, starting ones included: a newly admitted job's floor can still
+/// take a node's room from a later-named job's running floor worker; not yet fixed). Extras
+/// that no longer fit are released: a waiting job is not held up behind
 /// the extras of running ones. The room set aside is given back for the fill, which serves
 /// waiting jobs first, oldest first.
 /// `keeping` has one entry per member, in order.
