@@ -10,8 +10,6 @@ impl World<'_> {
     /// ones, then not-ready ones, then the newest.
     pub(super) fn set_replicas(&mut self, s: usize, desired: u32) {
         let now = self.now;
-        // Full replays (steps of a second or more) and the window's fill create pods at once.
-        let paced = self.window.as_ref().is_some_and(|w| w.filled);
         let mut pods: Vec<(u64, bool, bool)> = self
             .cluster
             .pods
@@ -23,8 +21,9 @@ impl World<'_> {
         let have = (pods.len() + creating.len()) as u32;
         if desired > have {
             for _ in have..desired {
+                // Full replays (steps of a second or more) and the window's fill create pods at once.
                 let at = match self.window.as_mut() {
-                    Some(w) if paced => w.kcm.take(now),
+                    Some(w) if w.filled => w.kcm.take(now),
                     _ => now,
                 };
                 creating.push_back(at);

@@ -40,8 +40,8 @@ pub struct SimJob {
     pub relaunch_at: Option<f64>,
     next_worker: u64,
     /// Set in a window replayed beside a live run: workers are named as a ReplicaSet names its
-    /// pods, with a random suffix drawn from this seed ([`SimJob::next_worker_name`]).
-    pub random_names: Option<u64>,
+    /// pods, with a random suffix ([`SimJob::next_worker_name`]).
+    pub random_names: bool,
     /// Progress saved by the last checkpoint, and when it was taken.
     checkpoint: f64,
     checkpoint_at: f64,
@@ -65,7 +65,7 @@ impl SimJob {
             worker_seconds: 0.0,
             relaunch_at: None,
             next_worker: 0,
-            random_names: None,
+            random_names: false,
             checkpoint: 0.0,
             checkpoint_at: 0.0,
             lost: 0.0,
@@ -89,23 +89,26 @@ impl SimJob {
     pub fn create_workers(&mut self, cluster: &mut Cluster, j: usize, count: u32, now: f64) {
         let have = Self::pods(cluster, j).count() as u32;
         for _ in have..count {
-            let name = self.next_worker_name();
+            let name = self.next_worker_name(cluster.tie_seed);
             cluster.create(name, PodKind::Worker { job: j }, self.spec.worker.resources(), now);
         }
     }
 
     /// The name of the job's next worker: `<job>-worker-<n>`, or with [`SimJob::random_names`]
-    /// `<job>-worker-` and eight random characters. A window needs the random ones: colocate
+    /// `<job>-worker-` and eight random characters drawn from `seed` (the cluster's
+    /// [`tie_seed`](super::cluster::Cluster::tie_seed)). A window needs the random ones: colocate
     /// keeps a node's workers in name order and kube-scheduler preempts the youngest, so names
     /// in creation order make colocate release the very workers preemption would pick next
     /// (live, a ReplicaSet's names say nothing of age). Numbered instead, the fill's workers
     /// were released youngest first, and replacements (`-worker-0`, ...) kept before them: the
     /// WorldCup spike's `load-signal-grace30` had 8 of 9 victims at its 55 s sync already
     /// leaving in replay, 1 of 9 live.
-    pub fn next_worker_name(&mut self) -> String {
+    pub fn next_worker_name(&mut self, seed: u64) -> String {
         let n = self.next_worker;
         self.next_worker += 1;
-        let Some(seed) = self.random_names else { return format!("{}-worker-{n}", self.spec.name) };
+        if !self.random_names {
+            return format!("{}-worker-{n}", self.spec.name);
+        }
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         let mut x = (draw(seed, &format!("{}-{n}", self.spec.name)) * (1u64 << 53) as f64) as u64;
         let suffix: String = (0..8)

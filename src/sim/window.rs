@@ -97,7 +97,7 @@ pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings:
     let mut world = World::new(scenario, policy);
     world.cluster.tie_seed = settings.tie_draw;
     for job in &mut world.jobs {
-        job.random_names = Some(settings.tie_draw);
+        job.random_names = true;
     }
     let dt = scenario.spec.step.as_secs_f64().min(WINDOW_STEP_S);
     world.window = Some(Window {
@@ -256,7 +256,7 @@ fn fill(world: &mut World) {
         let mut placed = 0;
         while placed < world.jobs[j].spec.max_workers {
             let Some(node) = world.cluster.pick_node(&worker, true) else { break };
-            let name = world.jobs[j].next_worker_name();
+            let name = world.jobs[j].next_worker_name(world.cluster.tie_seed);
             let id = world.cluster.create(name, PodKind::Worker { job: j }, worker, now);
             world.cluster.bind(id, node, now);
             if placed > 0 {
