@@ -224,6 +224,12 @@ impl<'a> Keeping<'a> {
         }
     }
 
+    /// Keeps the job's bound workers up to its floor, none it is starting (see `keep_level`).
+    fn keep_running_floor(&mut self, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
+        let floor = self.job.min_workers.min(self.job.target_workers);
+        while plan.kept < floor && self.keep_one(rooms, held_below, plan, false) {}
+    }
+
     /// Keeps the job's workers up to its floor. Below the floor it tries to restore it elsewhere
     /// before giving way entirely (target 0, every worker released, its room given back).
     fn keep_floor(&mut self, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
@@ -326,21 +332,25 @@ struct Level<'a> {
 }
 
 /// Keeps workers at one priority level so that one job's extras never cost another job its
-/// floor: first every running job keeps up to its floor (in name order; a job that cannot gives
-/// way entirely); then the room for waiting jobs' floors is set aside, oldest first, each one
-/// whose whole floor fits (one that does not fit even so is passed over and blocks no one);
-/// then the extras go one at a time to the job with the lowest weighted dominant share, as
-/// growth does, every job's running workers before any job's starting ones (the floors above
-/// are still kept in name order, starting ones included: a newly admitted job's floor can still
-/// take a node's room from a later-named job's running floor worker; not yet fixed). Extras
-/// that no longer fit are released: a waiting job is not held up behind
-/// the extras of running ones. The room set aside is given back for the fill, which serves
+/// floor, every job's running workers before any job's starting ones (then in name order; a
+/// job that cannot keep its floor gives way entirely); then the room for waiting jobs' floors
+/// is set aside, oldest first, each one whose whole floor fits (one that does not fit even so
+/// is passed over and blocks no one); then the extras go one at a time to the job with the
+/// lowest weighted dominant share, as growth does, again running workers before starting ones.
+/// Extras that no longer fit are released: a waiting job is not held up behind the extras of
+/// running ones. The room set aside is given back for the fill, which serves
 /// waiting jobs first, oldest first.
 /// `keeping` has one entry per member, in order.
 fn keep_level(level: &Level, mut keeping: Vec<Keeping>, rooms: &mut [NodeRoom], plans: &mut [JobPlan]) {
     let (members, jobs, held_below) = (level.members, level.jobs, level.held_below);
     // The rooms before any worker of this level: whether a floor could fit at all.
     let emptied: Option<Vec<NodeRoom>> = level.reservation_due.map(|_| rooms.iter().map(NodeRoom::trial).collect());
+    // Every job's running floor workers before any job's starting ones, for the reason given
+    // below for the extras: a job admitted a moment ago placed its floor's pending pods by best
+    // fit on the node where a later-named job's only worker runs, and that job gave way.
+    for (k, &j) in members.iter().enumerate() {
+        keeping[k].keep_running_floor(rooms, held_below, &mut plans[j]);
+    }
     for (k, &j) in members.iter().enumerate() {
         keeping[k].keep_floor(rooms, held_below, &mut plans[j]);
     }

@@ -323,6 +323,28 @@ fn a_jobs_starting_workers_never_displace_another_jobs_running_ones() {
     assert!(d.intents.iter().all(|i| i.job != "a" || i.target >= 9), "a lost its grant: {:?}", d.intents);
 }
 
+#[test]
+fn a_new_jobs_floor_never_displaces_another_jobs_running_worker() {
+    // `a` was admitted at a floor of 2 and has no pod bound yet; `b`, named after it, runs its
+    // one worker on the tight node. Best fit would put a starting worker of `a` there.
+    let w = res(1000, 1);
+    let s = snap(
+        100,
+        vec![node("n1", 8000, 32), node("n2", 1000, 32)],
+        workers("b", "n2", 0..1, w),
+        vec![],
+        vec![job("a", w, 2, 10, 2), job("b", w, 1, 10, 1)],
+    );
+    let d = decide_once(eager(), &s);
+    assert!(d.intents.iter().all(|i| i.job != "b" || i.target >= 1), "b was shrunk: {:?}", d.intents);
+    assert!(d.intents.iter().all(|i| i.job != "a" || i.target >= 2), "a lost its floor: {:?}", d.intents);
+    assert!(
+        d.intents.iter().all(|i| i.release_pods.iter().all(|r| !r.starts_with("b-"))),
+        "b's worker was released: {:?}",
+        d.intents
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Placement equivalence: the indexed structures pick what the linear rules pick.
 // ---------------------------------------------------------------------------------------------
