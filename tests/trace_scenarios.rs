@@ -226,7 +226,7 @@ fn row<'a>(report: &'a Value, policy: &str) -> &'a Value {
 /// - pods that preempt: kube-scheduler kills workers for pods that find no room; colocate must
 ///   kill at most 40% as many as plain priority preemption, and never force any itself (a
 ///   quarter held until 2026-11-24; since then replay retries waiting pods on every event that
-///   frees room, runs the scheduler before the controller in a step, and ranks victims that
+///   frees room, runs the scheduler before the controller's releases in a step, and ranks victims that
 ///   started in the same second in no particular order, all as kube-scheduler does: 6 of 17
 ///   on the Azure code trace, 10 of 37 on the last);
 /// - pods that wait (`preemptionPolicy: Never`, what the README recommends): no worker is

@@ -215,9 +215,14 @@ impl<'a> World<'a> {
                 // calls them). A --v=5 scheduler log of the flash crowd: 50 pods created at
                 // 38.50 s preempted from 38.55 s to 38.70 s; colocate's intent came at 38.54 s and
                 // the first release was actuated at 39.6 s. So pods that do not fit preempt
-                // running workers before colocate's releases of this step, then colocate acts.
+                // running workers before colocate's releases of this step take effect. But
+                // colocate decided on what it saw before those preemptions (on 2026-11-26 its
+                // intent came 14 ms before the first new pod even existed): it releases for the
+                // whole step, not for what the victims leave over. Deciding after them, replay
+                // released 6 workers where live released 12 (flash crowd, in place).
+                let intents = self.colocate_decide();
                 self.schedule();
-                self.colocate()
+                self.colocate_apply(intents);
             }
             Policy::Preemption => self.relaunch(),
             Policy::Gang | Policy::GangBackfill | Policy::OnlineOnly => {}
@@ -350,15 +355,20 @@ impl<'a> World<'a> {
         (replicas, ready)
     }
 
-    fn colocate(&mut self) {
+    /// The controller's decision on the cluster as it is now (none before a window's jobs).
+    fn colocate_decide(&mut self) -> Vec<ScaleIntent> {
         if self.window.as_ref().is_some_and(|w| self.now + 1e-9 < w.jobs_at) {
-            return;
+            return Vec::new();
         }
         self.poll_status();
         let snap = self.snapshot();
         let core = self.core.as_mut().expect("colocate has a core");
-        let decision = core.decide(&snap);
-        for intent in decision.intents {
+        core.decide(&snap).intents
+    }
+
+    /// The masters act on the controller's intents.
+    fn colocate_apply(&mut self, intents: Vec<ScaleIntent>) {
+        for intent in intents {
             let Some(j) = self.jobs.iter().position(|job| job.spec.name == intent.job) else { continue };
             self.apply_target(j, intent.target, &intent.release_pods);
             self.intents.push((self.now, intent));

@@ -275,3 +275,23 @@ fn flash_window(warmup_s: f64, load_signal: bool) -> (Scenario, super::window::W
     };
     (Scenario::load(path).unwrap(), settings)
 }
+
+#[test]
+fn the_controller_decides_on_a_step_before_its_new_pods_preempt() {
+    // Live, colocate reads the HPA's new status and decides within milliseconds, before the
+    // scale-up's pods have preempted anyone (2026-11-26: its intent 14 ms before the first pod
+    // existed). So what it releases at the HPA's step is the same whether those pods preempt
+    // or wait: deciding after them, replay released 6 workers where live released 12.
+    let (scenario, settings) = flash_window(20.2, false);
+    let (mut waiting, _) = flash_window(20.2, false);
+    for s in &mut waiting.spec.services {
+        s.preemption_policy = super::scenario::PreemptionPolicy::Never;
+    }
+    let first_step = |sc: &Scenario| {
+        let commands = super::window::replay_window(sc, Policy::Colocate, &settings).scale_commands;
+        let at = commands.first().expect("colocate shrinks in the spike").0;
+        commands.into_iter().filter(|c| c.0 == at).map(|(_, job, target, _)| (job, target)).collect::<Vec<_>>()
+    };
+    let (preempting, not) = (first_step(&scenario), first_step(&waiting));
+    assert_eq!(preempting, not, "the first shrink depends on whether the pods preempt");
+}
