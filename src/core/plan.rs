@@ -224,16 +224,21 @@ impl<'a> Keeping<'a> {
         }
     }
 
+    /// The workers it keeps before any job's extras: its floor, or its target if lower.
+    fn floor(&self) -> u32 {
+        self.job.min_workers.min(self.job.target_workers)
+    }
+
     /// Keeps the job's bound workers up to its floor, none it is starting (see `keep_level`).
     fn keep_running_floor(&mut self, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
-        let floor = self.job.min_workers.min(self.job.target_workers);
+        let floor = self.floor();
         while plan.kept < floor && self.keep_one(rooms, held_below, plan, false) {}
     }
 
     /// Keeps the job's workers up to its floor. Below the floor it tries to restore it elsewhere
     /// before giving way entirely (target 0, every worker released, its room given back).
     fn keep_floor(&mut self, rooms: &mut [NodeRoom], held_below: &[Resources], plan: &mut JobPlan) {
-        let floor = self.job.min_workers.min(self.job.target_workers);
+        let floor = self.floor();
         while plan.kept + plan.kept_starting < floor && self.keep_one(rooms, held_below, plan, true) {}
         let kept = plan.kept + plan.kept_starting;
         if kept == 0 || kept >= self.job.min_workers {
