@@ -3,8 +3,10 @@
 //! their node for their grace period, and resizes are reported a second after they are asked
 //! for (`hack/testbed/kwok-resize.yaml`).
 //!
-//! A node is full of two 30 s-grace workers and an online pod waits. Releasing one worker in
-//! place must let the online pod bind within seconds, while the worker is still exiting; the
+//! A node is full of two 30 s-grace workers, started seconds apart, and an online pod waits.
+//! Releasing the newer one by name in place must resize the older one of its node instead (the
+//! newer is the one kube-scheduler would preempt, and a worker it preempts is never resized)
+//! and let the online pod bind within seconds, while that worker is still exiting; the
 //! ReplicaSet must remove exactly the worker that was resized; the other keeps its CPU. Without
 //! the resize the online pod would wait the whole 30 s.
 
@@ -23,13 +25,13 @@ use support::testbed::{node_manifest, Testbed};
 
 const NS: &str = "ml-in-place";
 
-fn workers() -> serde_json::Value {
+fn workers(replicas: u32) -> serde_json::Value {
     let labels = json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"});
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"namespace": NS, "name": "wd"},
         "spec": {
-            "replicas": 2,
+            "replicas": replicas,
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": {
                 "terminationGracePeriodSeconds": 30,
@@ -65,17 +67,21 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     cluster::namespace(&bed, NS);
     // Two workers of 2 CPUs fill it: 500m is left, too little for the online pod below.
     bed.kubectl_apply(&node_manifest("n1", "4500m", "8Gi"));
-    bed.kubectl_apply(&workers());
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let running = eventually(Duration::from_secs(60), "two workers running on n1", || {
+    let running_workers = |n: usize| {
         let pods = pods.clone();
         async move {
             let w = worker_pods(&pods).await;
             let up = w.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
-            (up.count() == 2).then_some(w)
+            (up.count() == n).then_some(w)
         }
-    })
-    .await;
+    };
+    // One worker, then a second more than a second later (`startTime` has whole seconds).
+    bed.kubectl_apply(&workers(1));
+    let first = eventually(Duration::from_secs(60), "the first worker running on n1", || running_workers(1)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    bed.kubectl_apply(&workers(2));
+    let running = eventually(Duration::from_secs(60), "two workers running on n1", || running_workers(2)).await;
     let reported = running[0].status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0].resources.clone();
     assert!(reported.is_some(), "kwok's kubelet stage reports container resources (else /resize is refused)");
 
@@ -96,15 +102,17 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
 
     // The master, as the test bed's admin (its Role is checked by tests/example_master.rs).
     let port = free_port();
-    let mut master = std::process::Command::new(env!("CARGO_BIN_EXE_colocate"))
-        .args(["example-master", "--job", "wd", "--deployment", "wd", "--namespace", NS])
-        .args(["--min-workers", "1", "--max-workers", "4", "--worker-cpu", "2", "--worker-memory", "1Gi"])
-        .args(["--release-in-place", "--listen", &format!("127.0.0.1:{port}")])
-        .arg("--kubeconfig")
-        .arg(&bed.kubeconfig)
-        .env_remove("KUBECONFIG")
-        .spawn()
-        .expect("spawning colocate example-master");
+    let _master = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_colocate"))
+            .args(["example-master", "--job", "wd", "--deployment", "wd", "--namespace", NS])
+            .args(["--min-workers", "1", "--max-workers", "4", "--worker-cpu", "2", "--worker-memory", "1Gi"])
+            .args(["--release-in-place", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--kubeconfig")
+            .arg(&bed.kubeconfig)
+            .env_remove("KUBECONFIG")
+            .spawn()
+            .expect("spawning colocate example-master"),
+    );
     let retry = RetryPolicy { max_attempts: 1, initial_backoff: Duration::ZERO, max_backoff: Duration::ZERO };
     let mc = MasterClient::new(&format!("http://127.0.0.1:{port}"))
         .unwrap()
@@ -117,12 +125,12 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     .await;
     assert_eq!(status.worker_release_s, Some(3.0), "announces the longest wait for the kubelet");
 
-    // Release the second worker (by name) in place.
-    let (keep, leave) = (running[0].metadata.name.clone().unwrap(), running[1].metadata.name.clone().unwrap());
+    // Name the newer worker; the master releases the older one of that node in its place.
+    let leave = first[0].metadata.name.clone().unwrap();
+    let newer = running.iter().filter_map(|p| p.metadata.name.clone()).find(|n| *n != leave).expect("the newer worker");
+    let keep = newer.clone();
     let released = Instant::now();
-    mc.scale(&ScaleCommand::new(1, "online-headroom", 30).with_release_pods([leave.clone()]))
-        .await
-        .expect("shrink to 1");
+    mc.scale(&ScaleCommand::new(1, "online-headroom", 30).with_release_pods([newer])).await.expect("shrink to 1");
     let bound = eventually(Duration::from_secs(25), "the online pod bound on the released room", || {
         let pods = pods.clone();
         async move { node_of(&pods.get("online").await.ok()?) }
@@ -148,7 +156,14 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     assert_eq!(cpu_request(kept), "2", "the worker that stays keeps its CPU");
     assert!(waited < Duration::from_secs(15), "the online pod bound {waited:?} after the release, not within seconds");
     eprintln!("online pod bound {waited:?} after the release; the released worker is still exiting");
+}
 
-    let _ = master.kill();
-    let _ = master.wait();
+/// The master process, killed with the test even when an assertion fails (else it outlives it).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -184,6 +184,7 @@ struct Compared {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
+    keep_master_log();
     let plan = plan();
     let scenario = &plan.scenario;
     let schedule = spike::hpa_schedule(scenario, plan.window.0, plan.window.1);
@@ -400,6 +401,7 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
 
     let t0 = Instant::now();
     let t0_wall = std::time::SystemTime::now();
+    tracing::info!(run = %label, "the window opens: the log's times from here are this run's");
     if let Some((exporter, _)) = &signal {
         exporter.start_window(t0);
     }
@@ -629,6 +631,17 @@ fn print_schedule(s: &Schedule) {
             sync.desired
         );
     }
+}
+
+/// The jobs' masters run in this process: their log (which workers each shrink removed, resized
+/// or deleted, and when) goes to `spike_replay_masters.log` beside the report, every run in turn,
+/// to be read beside colocate's and the scheduler's.
+fn keep_master_log() {
+    let file = cluster::report_dir().join("spike_replay_masters.log");
+    let writer = std::sync::Mutex::new(std::fs::File::create(&file).expect("create the masters' log"));
+    let filter = tracing_subscriber::EnvFilter::new("colocate::live::master=info,spike_replay=info");
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(writer).try_init();
+    eprintln!("masters' log: {}", file.display());
 }
 
 /// With `TESTBED_SCHEDULER_V` set (5 logs every queue move and preemption), copies the run's

@@ -528,7 +528,7 @@ struct NodeRank {
 }
 
 /// The second a pod started: `status.startTime` has a resolution of one second.
-fn started_s(pod: &SimPod) -> i64 {
+pub(super) fn started_s(pod: &SimPod) -> i64 {
     pod.ready_at.unwrap_or(pod.created_at).floor() as i64
 }
 

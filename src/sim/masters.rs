@@ -1,7 +1,9 @@
 //! The simulated masters: what a job's master does with the target colocate sets, and how the
 //! `preemption` baseline's masters replace the workers the scheduler took.
 
-use super::cluster::{Cluster, PodId};
+use std::collections::BTreeMap;
+
+use super::cluster::{started_s, Cluster, PodId};
 use super::engine::World;
 use super::jobs::{Phase, SimJob};
 
@@ -23,6 +25,13 @@ impl World<'_> {
         if !job.is_live() {
             return;
         }
+        let in_place_choice;
+        let release = if in_place {
+            in_place_choice = oldest_on_named_nodes(&self.cluster, j, release);
+            &in_place_choice[..]
+        } else {
+            release
+        };
         if target > job.target {
             job.target = target;
             job.phase = Phase::Running;
@@ -67,5 +76,60 @@ impl World<'_> {
                 job.create_workers(&mut self.cluster, j, want, self.now);
             }
         }
+    }
+}
+
+/// Releasing in place, the workers that leave for the named ones: as many on each named worker's
+/// node, the oldest there first, as the reference master picks them
+/// (`live::master::removal::in_place_choice`, where the why is). Named pods on no node stay.
+fn oldest_on_named_nodes(cluster: &Cluster, j: usize, named: &[String]) -> Vec<String> {
+    let mut chosen = Vec::new();
+    let mut per_node: BTreeMap<usize, usize> = BTreeMap::new();
+    for (id, _) in SimJob::pods(cluster, j) {
+        let pod = &cluster.pods[&id];
+        if named.contains(&pod.name) {
+            match pod.node {
+                Some(n) => *per_node.entry(n).or_default() += 1,
+                None => chosen.push(pod.name.clone()),
+            }
+        }
+    }
+    for (n, count) in per_node {
+        let mut there: Vec<&super::cluster::SimPod> =
+            SimJob::pods(cluster, j).map(|(id, _)| &cluster.pods[&id]).filter(|p| p.node == Some(n)).collect();
+        there.sort_by_key(|p| (started_s(p), p.created_at.floor() as i64, p.name.clone()));
+        chosen.extend(there.iter().take(count).map(|p| p.name.clone()));
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Resources;
+    use crate::sim::cluster::PodKind;
+
+    #[test]
+    fn released_in_place_the_oldest_workers_of_each_named_node_leave() {
+        let mut c = Cluster::default();
+        let (n0, n1) =
+            (c.add_node("n0".into(), Resources::new(8000, 0, 0)), c.add_node("n1".into(), Resources::new(8000, 0, 0)));
+        let worker = |c: &mut Cluster, name: &str, node: usize, at: f64| {
+            let id = c.create(name.into(), PodKind::Worker { job: 0 }, Resources::new(1000, 0, 0), at);
+            c.bind(id, node, at + 1.0);
+        };
+        worker(&mut c, "old", n0, 0.0);
+        worker(&mut c, "older", n0, -5.0);
+        worker(&mut c, "replacement", n0, 30.0);
+        worker(&mut c, "only", n1, 0.0);
+        let other = c.create("other-job".into(), PodKind::Worker { job: 1 }, Resources::new(1000, 0, 0), -9.0);
+        c.bind(other, n0, -8.0);
+        let waiting = c.create("waiting".into(), PodKind::Worker { job: 0 }, Resources::new(1000, 0, 0), 31.0);
+        let named = ["replacement", "old", "only", "waiting"].map(String::from);
+        let mut chosen = oldest_on_named_nodes(&c, 0, &named);
+        chosen.sort();
+        // Two named on n0: its two oldest of this job; n1's only one; the pending one stays named.
+        assert_eq!(chosen, ["old", "older", "only", "waiting"]);
+        assert!(c.pods.contains_key(&waiting));
     }
 }

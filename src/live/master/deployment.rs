@@ -130,6 +130,7 @@ impl DeploymentBackend {
         let named = named_in(&self.namespace, owner, release_pods);
         let workers = list_workers(&self.pods, owner, selector).await?;
         warn_unknown(owner, &named, &workers);
+        let named = if self.release_in_place { removal::in_place_choice(&workers, &named) } else { named };
         let removal = removal::plan(&workers, &named, excess);
         if self.release_in_place {
             in_place::release(&self.pods, owner, &removal.leaving).await;
@@ -216,7 +217,10 @@ async fn mark_among(
     named: &BTreeSet<&str>,
     workers: &[Pod],
 ) -> Result<(), BackendError> {
-    for pod in workers {
+    // A worker being deleted is past the ReplicaSet's choice: its mark no longer matters, and
+    // clearing it cost a call per worker leaving (ten at a flash crowd's step, before the count
+    // could go down).
+    for pod in workers.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
         let Some(name) = pod.metadata.name.as_deref() else { continue };
         let cost = pod.metadata.annotations.as_ref().and_then(|a| a.get(DELETION_COST_ANNOTATION));
         let marked = cost.map(String::as_str) == Some(RELEASE_DELETION_COST);

@@ -110,7 +110,7 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) {
                 "could not resize a released worker in place; it keeps its room until it exits"),
         }
     }
-    let resized = waiting.len();
+    let resized = waiting.clone();
     while !waiting.is_empty() && started.elapsed() < ACTUATION_WAIT {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut still = Vec::new();
@@ -130,7 +130,9 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) {
         tracing::warn!(pods = ?waiting, %owner, wait_s = ACTUATION_WAIT.as_secs(),
             "the kubelet did not report these resizes in time; their room frees when it does");
     }
-    tracing::info!(%owner, resized, reported_in_s = started.elapsed().as_secs_f64(), "released workers resized in place");
+    // Names, so that a run's log says which workers' room came back early and which waited out
+    // their grace period (a worker the scheduler preempted meanwhile is in neither).
+    tracing::info!(%owner, pods = ?resized, reported_in_s = started.elapsed().as_secs_f64(), "released workers resized in place");
 }
 
 #[cfg(test)]
