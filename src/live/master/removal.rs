@@ -21,11 +21,7 @@ use super::in_place::{phase, ready};
 /// master marks with the lowest cost; newest first among equals. Pods being deleted or finished
 /// are not counted by the ReplicaSet and are left out.
 pub fn removal_order<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> Vec<&'a Pod> {
-    let mut active: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| !matches!(phase(p), Some("Succeeded" | "Failed")))
-        .collect();
+    let mut active: Vec<&Pod> = pods.iter().filter(|p| counted(p)).collect();
     let rank = |p: &Pod| {
         let phase_rank = match phase(p) {
             Some("Pending") | None => 0,
@@ -82,8 +78,7 @@ pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Remov
 /// oldest on the same node leave the same room there and are the scheduler's last choice; the
 /// newest it picks anyway. Named pods that hold no node stay named (nothing to resize).
 pub fn in_place_choice<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> BTreeSet<&'a str> {
-    let active =
-        |p: &&Pod| p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), Some("Succeeded" | "Failed"));
+    let active = |p: &&Pod| counted(p);
     let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
     let mut chosen = BTreeSet::new();
     let mut per_node: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
@@ -104,6 +99,11 @@ pub fn in_place_choice<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> BTreeSet<
         chosen.extend(there.iter().take(count).filter_map(|p| p.metadata.name.as_deref()));
     }
     chosen
+}
+
+/// Counted by the ReplicaSet: neither being deleted nor finished.
+fn counted(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), Some("Succeeded" | "Failed"))
 }
 
 fn bound(p: &Pod) -> bool {
