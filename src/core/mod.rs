@@ -6,6 +6,7 @@ pub mod completion;
 pub mod config;
 pub mod damping;
 pub mod decide;
+mod fewest_jobs;
 pub mod fill;
 pub mod forecast;
 pub mod guard;
@@ -32,6 +33,8 @@ mod test_support;
 mod tests;
 #[cfg(test)]
 mod tests_completion;
+#[cfg(test)]
+mod tests_fewest_jobs;
 #[cfg(test)]
 mod tests_forecast;
 #[cfg(test)]

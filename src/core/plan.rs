@@ -6,6 +6,7 @@
 use super::capacity::NodeRoom;
 use super::config::Config;
 use super::damping::Memory;
+use super::fewest_jobs::{concentrate, Losing, Worker};
 use super::fill::{fill_counts, water_fill, FillEntry};
 use super::pod_index::PodIndex;
 use super::resources::Resources;
@@ -35,6 +36,10 @@ pub struct JobPlan {
     pub made_room_for_waiting: bool,
     /// A waiting job whose floor does not fit yet holds a reservation: room is drained for it.
     pub reserved: bool,
+    /// It would have released workers, but another job of its level gave them instead
+    /// (fewest_jobs.rs). Its growth waits as if it had: room that had to go back this moment
+    /// is not refilled by the job spared.
+    pub spared: bool,
 }
 
 impl JobPlan {
@@ -47,15 +52,10 @@ impl JobPlan {
     }
 }
 
-struct Worker<'a> {
-    name: &'a str,
-    node: usize,
-    requests: Resources,
-}
-
 /// Worker pods of one job as found in the snapshot.
 #[derive(Default)]
 struct JobPods<'a> {
+    /// By node, then name.
     bound: Vec<Worker<'a>>,
     pending: Vec<&'a str>,
 }
@@ -181,7 +181,7 @@ pub fn plan_jobs(
         for e in &mut entries {
             let job = &snap.jobs[e.job];
             let plan = &mut plans[e.job];
-            let had_to_release = !plan.released.is_empty() || plan.released_unnamed > 0;
+            let had_to_release = !plan.released.is_empty() || plan.released_unnamed > 0 || plan.spared;
             // After a shrink, growth waits for the window: the dip is what the window sees.
             let possible = if had_to_release { e.start } else { e.count };
             let verdict = memory.damp_growth(job, possible, snap.now, config);
@@ -227,6 +227,25 @@ impl<'a> Keeping<'a> {
     /// The workers it keeps before any job's extras: its floor, or its target if lower.
     fn floor(&self) -> u32 {
         self.job.min_workers.min(self.job.target_workers)
+    }
+
+    /// Where it stands after keeping, if it loses running workers: for `fewest_jobs`.
+    fn losing(&self, member: usize, share: f64, plan: &JobPlan) -> Option<Losing<'a>> {
+        if plan.gave_way || !plan.released.iter().any(|(_, node)| node.is_some()) {
+            return None;
+        }
+        let released = |w: &&Worker| plan.released.iter().any(|(name, _)| name == w.name);
+        let (released, kept_bound): (Vec<&Worker>, Vec<&Worker>) =
+            self.pods.bound[..self.next_bound].iter().partition(released);
+        Some(Losing {
+            member,
+            kept: plan.kept + plan.kept_starting,
+            floor: self.floor(),
+            target: self.job.target_workers,
+            share,
+            kept_bound,
+            released,
+        })
     }
 
     /// Keeps the job's bound workers up to its floor, none it is starting (see `keep_level`).
@@ -408,7 +427,29 @@ fn keep_level(level: &Level, mut keeping: Vec<Keeping>, rooms: &mut [NodeRoom], 
             shares[k] = share(j, &plans[j]);
         }
     }
+    give_back_from_fewest_jobs(members, &keeping, &shares, plans);
     give_back(rooms, &set_aside);
+}
+
+/// Moves the level's losses of running workers onto as few jobs as can take them (see
+/// fewest_jobs.rs).
+fn give_back_from_fewest_jobs(members: &[usize], keeping: &[Keeping], shares: &[f64], plans: &mut [JobPlan]) {
+    let losing: Vec<Losing> =
+        (0..members.len()).filter_map(|k| keeping[k].losing(k, shares[k], &plans[members[k]])).collect();
+    if losing.len() < 2 {
+        return;
+    }
+    for swap in concentrate(&losing) {
+        let stays = losing[swap.spared].released[swap.stays].name;
+        let spared = &mut plans[members[losing[swap.spared].member]];
+        spared.released.retain(|(name, _)| name != stays);
+        spared.kept += 1;
+        spared.spared = true;
+        let leaves = losing[swap.sink].kept_bound[swap.leaves];
+        let sink = &mut plans[members[losing[swap.sink].member]];
+        sink.released.push((leaves.name.to_string(), Some(leaves.node)));
+        sink.kept -= 1;
+    }
 }
 
 /// Places up to `floor` workers like `worker`, taking their room; returns the places taken
