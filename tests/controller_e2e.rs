@@ -119,6 +119,24 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     })
     .await;
     let unschedulable_samples = unschedulable_samples.into_inner();
+    // The room comes from one job, not a worker or two from each: every job that loses a
+    // worker pauses to rescale (core/fewest_jobs.rs). Both jobs have workers on both nodes
+    // above their floor of 1, so one of them can give all four. And no more than four: a
+    // plan made while the named workers were still bound used to name two more.
+    let shrinks =
+        |job: &ElasticJob| job.commands().into_iter().filter(|c| c.reason == "online-headroom").collect::<Vec<_>>();
+    let (shrinks_a, shrinks_b) = (shrinks(&a), shrinks(&b));
+    eprintln!(
+        "shrinks: ja {:?}, jb {:?}",
+        shrinks_a.iter().map(|c| c.target).collect::<Vec<_>>(),
+        shrinks_b.iter().map(|c| c.target).collect::<Vec<_>>()
+    );
+    assert!(
+        shrinks_a.is_empty() != shrinks_b.is_empty(),
+        "the room should come from one job: ja {shrinks_a:?}, jb {shrinks_b:?}"
+    );
+    let released: usize = shrinks_a.iter().chain(&shrinks_b).map(|c| c.release_pods.len()).sum();
+    assert_eq!(released, 4, "4 NGINX pods of 1 CPU need 4 workers of 1 CPU gone: ja {shrinks_a:?}, jb {shrinks_b:?}");
     assert_eq!(online, 6);
     // The HPA's next sync sees 6 replicas at its target utilization.
     set_hpa(&client, 6, 6).await;

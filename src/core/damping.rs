@@ -1,5 +1,6 @@
 //! What the core remembers between decisions so growth is damped: a short history of how many
-//! workers each job could have had, and when the latency guard last shrank a service's nodes.
+//! workers each job could have had, and when the latency guard last shrank a service's nodes;
+//! and the workers it named in a shrink that are still there while their master removes them.
 //! It is plain data fed by `now` from the snapshot, never by a clock.
 
 use std::collections::{HashMap, VecDeque};
@@ -21,6 +22,11 @@ pub struct Memory {
     /// Per job with no workers wanted yet (target 0): since when the core has seen it waiting.
     /// Waiting jobs get their floors oldest first.
     waiting_since: HashMap<String, Duration>,
+    /// Per job: the target of its last shrink and the workers that shrink named (with those of
+    /// earlier shrinks still there). Between the command and the pods' deletion they are bound
+    /// and not terminating; planned again as if staying, they took the room of the workers that
+    /// stay, which were then named in turn (the live two-job spike: 5 released for 4).
+    leaving: HashMap<String, (u32, Vec<String>)>,
 }
 
 /// How a job may move this decision, and why growth was held back.
@@ -167,10 +173,41 @@ impl Memory {
         }
     }
 
+    /// The workers `job`'s master is removing at the core's request: named in a shrink to the
+    /// target it now has (or a lower one). Empty while the master has not taken the shrink yet:
+    /// then they are still to release, and a plan names them again.
+    pub fn leaving(&self, job: &Job) -> &[String] {
+        match self.leaving.get(&job.name) {
+            Some((target, names)) if job.target_workers <= *target => names,
+            _ => &[],
+        }
+    }
+
+    /// Keeps of `job`'s leaving workers only `still_there`; forgets them all when none is.
+    pub fn keep_leaving(&mut self, job: &str, still_there: Vec<String>) {
+        if still_there.is_empty() {
+            self.leaving.remove(job);
+        } else if let Some((_, names)) = self.leaving.get_mut(job) {
+            *names = still_there;
+        }
+    }
+
+    /// A shrink of `job` to `target` naming `released`, beside those still leaving.
+    pub fn note_shrink(&mut self, job: &str, target: u32, released: impl IntoIterator<Item = String>) {
+        let (t, names) = self.leaving.entry(job.to_string()).or_default();
+        *t = target;
+        for name in released {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+
     /// Drops state of jobs and services that are gone.
     pub fn retain(&mut self, jobs: &[&str], services: &[&str]) {
         self.possible.retain(|k, _| jobs.contains(&k.as_str()));
         self.waiting_since.retain(|k, _| jobs.contains(&k.as_str()));
+        self.leaving.retain(|k, _| jobs.contains(&k.as_str()));
         self.guard_shrunk_at.retain(|k, _| services.contains(&k.as_str()));
         self.guard_steps.retain(|k, _| services.contains(&k.as_str()));
         self.guard_calm_since.retain(|k, _| services.contains(&k.as_str()));

@@ -63,6 +63,11 @@ impl Core {
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
         let plans = plan_jobs(snap, &index, &mut rooms, &split.weights, &mut self.memory, &self.config);
 
+        for (job, plan) in snap.jobs.iter().zip(&plans) {
+            if plan.target() < job.target_workers && !plan.released.is_empty() {
+                self.memory.note_shrink(&job.name, plan.target(), plan.released.iter().map(|(n, _)| n.clone()));
+            }
+        }
         let jobs: Vec<&str> = snap.jobs.iter().map(|j| j.name.as_str()).collect();
         let services: Vec<&str> = snap.services.iter().map(|s| s.name.as_str()).collect();
         self.memory.retain(&jobs, &services);

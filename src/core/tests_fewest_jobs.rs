@@ -1,4 +1,5 @@
-//! Room given back to online services comes from as few jobs as it can (fewest_jobs.rs).
+//! Room given back to online services comes from as few jobs as it can (fewest_jobs.rs), and
+//! workers a shrink named are not planned again while their master removes them.
 
 use super::test_support::*;
 use super::*;
@@ -42,14 +43,12 @@ fn the_job_giving_room_keeps_its_floor_and_the_rest_comes_from_the_next() {
     assert!(intent(&d, "b").is_none(), "b is spared: {:#?}", d.intents);
 }
 
-#[test]
-fn the_job_losing_workers_elsewhere_gives_the_rest() {
-    // n0 (8 CPU): a daemon (3 CPU) and a-0..a-4; n1 (8 CPU): web-0 (2 CPU), b-0..b-2 and
-    // a-5..a-7; n2 (8 CPU): web-1 (2 CPU), b-3..b-8. Two more 1-CPU web pods, one on n1 and one
-    // on n2. Share by share, a loses one on n1 (it reaches n1 last) and b one on n2. b loses on
-    // n2 anyway (only b is there), so b gives the one on n1 too, and a is spared.
+/// n0 (8 CPU): a daemon (3 CPU) and a-0..a-4; n1 (8 CPU): web-0 (2 CPU), b-0..b-2 and a-5..a-7;
+/// n2 (8 CPU): web-1 (2 CPU), b-3..b-8; `b_target` as b's master says. The HPA wants two more
+/// 1-CPU web pods: one lands on n1 and one on n2.
+fn losses_on_two_nodes(b_target: u32) -> Snapshot {
     let w = res(1000, 1);
-    let s = snap(
+    snap(
         0,
         vec![node("n0", 8000, 32), node("n1", 8000, 32), node("n2", 8000, 32)],
         [
@@ -62,12 +61,35 @@ fn the_job_losing_workers_elsewhere_gives_the_rest() {
         ]
         .concat(),
         vec![service_with_hpa("web", res(1000, 1), 2, 4)],
-        vec![job("a", w, 1, 12, 8), job("b", w, 1, 12, 9)],
-    );
+        vec![job("a", w, 1, 12, 8), job("b", w, 1, 12, b_target)],
+    )
+}
+
+#[test]
+fn the_job_losing_workers_elsewhere_gives_the_rest() {
+    // Share by share, a loses one on n1 (it reaches n1 last) and b one on n2. b loses on n2
+    // anyway (only b is there), so b gives the one on n1 too, and a is spared.
+    let s = losses_on_two_nodes(9);
     let d = decide_once(Config::default(), &s);
     let b = the_intent(&d, "b");
     assert_eq!((b.from, b.target), (9, 7), "{}", b.why);
     let on_n1 = b.release_pods.iter().filter(|p| ["b-0", "b-1", "b-2"].contains(&p.as_str())).count();
     assert_eq!(on_n1, 1, "{:?}", b.release_pods);
     assert!(intent(&d, "a").is_none(), "a is spared: {:#?}", d.intents);
+}
+
+#[test]
+fn workers_named_in_a_shrink_are_not_planned_again_while_their_master_removes_them() {
+    // The shrink above, then the snapshot after b's master took it (target 7) and before it
+    // deleted the two named pods. Planned again as if staying, b-2 on n1 took room on n1 before
+    // a's last worker there, and a gave a worker the web pods do not need.
+    let mut core = Core::new(Config::default());
+    let d = core.decide(&losses_on_two_nodes(9));
+    assert_eq!(move_of(&d, "b"), (9, 7));
+    let d = core.decide(&losses_on_two_nodes(7));
+    assert_no_intents(&d);
+    // Once gone (or if its master removed others), nothing is left out: the same snapshot with
+    // b at 9 workers and target 9 again is planned from scratch.
+    let d = core.decide(&losses_on_two_nodes(9));
+    assert_eq!(move_of(&d, "b"), (9, 7));
 }
