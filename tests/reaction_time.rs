@@ -49,6 +49,15 @@ async fn reaction_from_hpa_decision_to_shrink_command() {
         })
         .await;
         samples.push((t1 - t0, write));
+        // The master takes the command a moment after it arrives: until its Deployment asks for
+        // fewer workers, the jobs still look back where they were. (Seen once the room came from
+        // one job's master alone: the next spike began before the shrink, needed none, and
+        // timed out.)
+        eventually(Duration::from_secs(10), "the shrink to reach the workers' Deployments", || {
+            let client = client.clone();
+            async move { (wanted_workers(&client).await < filled).then_some(()) }
+        })
+        .await;
         // Calm again; the next spike starts once the jobs are back to where they were.
         set_hpa(&client, 2, 2).await;
         wait_for_workers(&client, filled, "the jobs to grow back").await;
@@ -102,12 +111,16 @@ async fn wait_for_workers(client: &kube::Client, at_least: usize, what: &str) ->
         let client = client.clone();
         async move {
             let (running, _) = pod_counts(&client, "ml", "colocate.dev/role=worker").await;
-            let wanted = cluster::deployment_replicas(&client, "ml", "ja-workers").await
-                + cluster::deployment_replicas(&client, "ml", "jb-workers").await;
-            (running >= at_least && wanted as usize == running).then_some(running)
+            (running >= at_least && wanted_workers(&client).await == running).then_some(running)
         }
     })
     .await
+}
+
+/// The workers both jobs' Deployments ask for.
+async fn wanted_workers(client: &kube::Client) -> usize {
+    (cluster::deployment_replicas(client, "ml", "ja-workers").await
+        + cluster::deployment_replicas(client, "ml", "jb-workers").await) as usize
 }
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
