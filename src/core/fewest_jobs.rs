@@ -100,10 +100,12 @@ fn find_swaps(
     let mut gone: Vec<(usize, usize)> = gone.to_vec();
     let mut swaps = Vec::with_capacity(job.released.len());
     for (stays, w) in job.released.iter().enumerate() {
-        // A sink keeps its floor: it gives extras, never what it needs to run. The worker that
+        // A sink keeps its floor in running workers: it gives extras, never what it needs to run
+        // (workers it is starting do not count: they are pods not bound yet). The worker that
         // leaves instead frees at least as much in every dimension: the node gets back no less
         // room than the plan gave it (what is over absorbs the next pods of a spike).
-        let (sink, leaves) = sinks.iter().filter(|&&s| losing[s].kept - given[s] > losing[s].floor).find_map(|&s| {
+        let running = |s: usize| losing[s].kept_bound.len() as u32 - given[s];
+        let (sink, leaves) = sinks.iter().filter(|&&s| running(s) > losing[s].floor).find_map(|&s| {
             let kept = &losing[s].kept_bound;
             (0..kept.len())
                 .rev()
@@ -151,5 +153,21 @@ mod tests {
         let b0 = worker("b-0", 0, 4000);
         let jobs = [losing(0, 0.5, &[&a0], &[&a1]), losing(1, 0.3, &[&b0, &b1], &[&b2])];
         assert_eq!(concentrate(&jobs), [Swap { spared: 0, stays: 0, sink: 1, leaves: 0 }]);
+    }
+
+    #[test]
+    fn a_sink_keeps_its_floor_in_running_workers() {
+        // b runs two workers and starts two more (kept counts all four); its floor is 2. It may
+        // not give a running worker for a's: what it starts is not running yet.
+        let (a0, a1) = (worker("a-0", 0, 4000), worker("a-1", 0, 4000));
+        let (b0, b1, b2) = (worker("b-0", 0, 4000), worker("b-1", 0, 4000), worker("b-2", 1, 4000));
+        let b = Losing { kept: 4, floor: 2, target: 5, ..losing(1, 0.9, &[&b0, &b1], &[&b2]) };
+        assert_eq!(concentrate(&[losing(0, 0.5, &[&a0], &[&a1]), b]), []);
+        // With a floor of 1 it may.
+        let b = Losing { kept: 4, floor: 1, target: 5, ..losing(1, 0.9, &[&b0, &b1], &[&b2]) };
+        assert_eq!(
+            concentrate(&[losing(0, 0.5, &[&a0], &[&a1]), b]),
+            [Swap { spared: 0, stays: 0, sink: 1, leaves: 1 }]
+        );
     }
 }
