@@ -60,6 +60,16 @@ struct JobPods<'a> {
     pending: Vec<&'a str>,
 }
 
+impl<'a> JobPods<'a> {
+    /// A worker pod of the job: bound to `node`, or pending.
+    fn add(&mut self, name: &'a str, node: Option<usize>, requests: Resources) {
+        match node {
+            Some(node) => self.bound.push(Worker { name, node, requests }),
+            None => self.pending.push(name),
+        }
+    }
+}
+
 /// `weights` has one entry per job of the snapshot, each > 0.
 pub fn plan_jobs(
     snap: &Snapshot,
@@ -103,10 +113,7 @@ pub fn plan_jobs(
                     still_leaving[j].push((p, &pod.name, index.node_of(p)));
                     continue;
                 }
-                match index.node_of(p) {
-                    Some(node) => pods[j].bound.push(Worker { name: &pod.name, node, requests: pod.requests }),
-                    None => pods[j].pending.push(&pod.name),
-                }
+                pods[j].add(&pod.name, index.node_of(p), pod.requests);
             }
             _ => {}
         }
@@ -117,10 +124,7 @@ pub fn plan_jobs(
         if !left.is_empty() && total <= job.target_workers as usize {
             // The master removed others than those named, or is done: nothing of it is leaving.
             for (p, name, node) in left {
-                match node {
-                    Some(node) => pods[j].bound.push(Worker { name, node, requests: snap.pods[p].requests }),
-                    None => pods[j].pending.push(name),
-                }
+                pods[j].add(name, node, snap.pods[p].requests);
             }
             memory.keep_leaving(&job.name, Vec::new());
         } else if !leaving[j].is_empty() {
