@@ -26,6 +26,21 @@ fn a_waiting_job_gets_its_floor_from_the_extras_of_a_running_one() {
 }
 
 #[test]
+fn a_waiting_floor_goes_on_free_room_before_room_a_running_extra_holds() {
+    // n1 (4 CPUs) holds `run`'s floor of 3 and one extra; n2 has 2 CPUs free. Best fit alone
+    // would put `new`'s floor where the extra is (nothing left over there): the extra would go,
+    // `new` would start only when it is gone, and n2's free room would go to growth meanwhile
+    // (day 20 of the Philly trace). Free room first: nobody shrinks, `new` starts on n2 now.
+    let run = job("run", w(), 3, 4, 4);
+    let new = job("new", w(), 1, 1, 0);
+    let nodes = vec![node("n1", 4000, 16), node("n2", 2000, 8)];
+    let s = snap(0, nodes, workers("run", "n1", 0..4, w()), vec![], vec![run, new]);
+    let d = decide_once(eager(), &s);
+    assert!(intent(&d, "run").is_none(), "{:#?}", d.intents);
+    assert_eq!(move_of(&d, "new"), (0, 1));
+}
+
+#[test]
 fn floors_are_never_taken_for_a_waiting_job() {
     // Two running jobs at their floors fill the node: the waiting job waits, nobody shrinks.
     let a = job("a", w(), 4, 8, 4);
