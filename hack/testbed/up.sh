@@ -26,6 +26,9 @@
 #   in-place resizes (`/resize`) of running pods a second later (hack/testbed/kwok-resize.yaml).
 # TESTBED_SCHEDULER_V: kube-scheduler's log verbosity (default 1; 5 logs every queue move, to
 #   see when a waiting pod is retried; keep the logs with TESTBED_KEEP=1).
+# TESTBED_SCHEDULER_FEATURE_GATES: kube-scheduler's --feature-gates (default: none, v1.34's
+#   defaults), e.g. SchedulerAsyncPreemption=false (docs/spike-replay.md: a preemptor whose
+#   victims are being evicted misses the pod deletions of that moment).
 # TESTBED_APISERVER_AUDIT_POLICY: an audit policy file; the apiserver then writes its audit log
 #   (JSON lines) to DIR/logs/audit.log (tests/scale.rs counts one client's requests with it).
 # TESTBED_WITH_KCM=1 also starts kube-controller-manager (Deployments, Jobs,
@@ -228,7 +231,8 @@ start kube-scheduler "$BIN/kube-scheduler" \
   --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" \
   --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \
   --cert-dir="$DIR/pki/scheduler-certs" \
-  --leader-elect=false --v="${TESTBED_SCHEDULER_V:-1}"
+  --leader-elect=false --v="${TESTBED_SCHEDULER_V:-1}" \
+  ${TESTBED_SCHEDULER_FEATURE_GATES:+--feature-gates="$TESTBED_SCHEDULER_FEATURE_GATES"}
 wait_for kube-scheduler -k "https://127.0.0.1:$SCHEDULER_PORT/healthz"
 
 # ---- kwok -----------------------------------------------------------------
