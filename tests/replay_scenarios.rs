@@ -70,10 +70,13 @@ fn elasticdl_nginx_colocate_fills_the_cluster_without_hurting_latency() {
     let online = policy(&report, "online-only");
     assert!(num(colocate, "avg_cpu_allocation") >= 0.90, "{colocate}");
     assert!(num(colocate, "slo_violation_s") <= num(online, "slo_violation_s") + 5.0, "{colocate} vs {online}");
-    // Released workers hold their node for 30 s, so the scheduler kills a few for pods that
-    // outrun a release; colocate itself forces none.
+    // Released workers hold their node for 30 s, so the scheduler kills some for pods that
+    // outrun a release; colocate itself forces none. (A quarter as many as plain preemption held
+    // until 2026-11-26; since then a release made at an HPA sync leaves a moment after the sync
+    // two periods later, as on a kubelet, and that sync's pods preempt: 17 of 36. Pods that do
+    // not preempt, which the README recommends, lose none.)
     assert_eq!(num(colocate, "controller_forced_preemptions"), 0.0, "{colocate}");
-    assert!(num(colocate, "forced_preemptions") <= 0.25 * num(preemption, "forced_preemptions"), "{colocate}");
+    assert!(num(colocate, "forced_preemptions") <= 0.5 * num(preemption, "forced_preemptions"), "{colocate}");
     assert!(
         num(preemption, "forced_preemptions") > 0.0
             || num(preemption, "slo_violation_s") > num(colocate, "slo_violation_s"),
@@ -110,10 +113,10 @@ fn every_shipped_scenario_replays() {
             let preemption = policy(&report, "preemption");
             assert_eq!(num(colocate, "controller_forced_preemptions"), 0.0, "{}: {colocate}", path.display());
             assert!(
-                // 40%, as in tests/trace_scenarios.rs: online pods that preempt still kill
-                // workers a spike outruns (flash-crowd: 9 of 30 since replay ranks victims of one
-                // start second in no particular order, as kube-scheduler does).
-                num(colocate, "forced_preemptions") <= 0.4 * num(preemption, "forced_preemptions"),
+                // Half, as in tests/trace_scenarios.rs: online pods that preempt still kill
+                // workers a spike outruns (flash-crowd: 9 of 32; elasticdl-nginx 17 of 36 since a
+                // release made at an HPA sync leaves after the sync two periods later).
+                num(colocate, "forced_preemptions") <= 0.5 * num(preemption, "forced_preemptions"),
                 "{}: colocate killed {} workers, plain preemption {}",
                 path.display(),
                 colocate["forced_preemptions"],

@@ -176,7 +176,6 @@ impl<'a> World<'a> {
     fn step(&mut self) {
         let now = self.now;
         let spec = &self.scenario.spec;
-        self.cluster.reap(now);
         self.finish_completed();
         self.arrivals();
         let sampling = now + 1e-9 >= self.next_sample;
@@ -222,10 +221,25 @@ impl<'a> World<'a> {
                 // released 6 workers where live released 12 (flash crowd, in place).
                 let intents = self.colocate_decide();
                 self.schedule();
+                // A pod whose grace period ends now is gone a moment later (a kubelet removes a
+                // pod only once its grace period is over, then reports it and deletes it): the
+                // pods this moment created meet the scheduler first. Its room frees after they
+                // preempted and were nominated onto it, and kube-scheduler binds a nominated pod
+                // only beside every other pod nominated to its node: the flash crowd's 30 s
+                // releases, made at an HPA sync, freed room that waited 15 s (docs/spike-replay.md,
+                // "The release that lands after the sync"). Removed first, it went to the pods
+                // already waiting, and replay sat at the lucky end of the live runs.
+                self.cluster.reap(now);
                 self.colocate_apply(intents);
             }
-            Policy::Preemption => self.relaunch(),
-            Policy::Gang | Policy::GangBackfill | Policy::OnlineOnly => {}
+            _ => {
+                // As above: what frees now frees after this moment's pods were tried.
+                self.schedule();
+                self.cluster.reap(now);
+                if self.policy == Policy::Preemption {
+                    self.relaunch();
+                }
+            }
         }
         self.schedule();
         if self.policy.is_gang() {
