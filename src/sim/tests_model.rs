@@ -71,6 +71,8 @@ fn a_release_slower_than_the_hpa_step_leaves_pods_waiting() {
     // tried: one of them preempts.)
     let run = replay(&spike("release_time: 4s", ""), Policy::Colocate);
     assert_eq!((run.result.forced_preemptions, run.result.pending_online_pod_s), (0, 0.0), "{:?}", run.result);
+    let run = replay(&spike("release_time: 5s", ""), Policy::Colocate);
+    assert_eq!(run.result.scheduler_preemptions, 1, "{:?}", run.result);
 }
 
 #[test]

@@ -96,6 +96,7 @@ pub struct WindowSample {
 pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings: &WindowSettings) -> World<'a> {
     let mut world = World::new(scenario, policy);
     world.cluster.tie_seed = settings.tie_draw;
+    world.cluster.removal_after_grace_s = super::cluster::REMOVAL_AFTER_GRACE_S;
     for job in &mut world.jobs {
         job.random_names = true;
     }
