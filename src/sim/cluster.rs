@@ -28,8 +28,8 @@ type Victims = Vec<(PodId, usize)>;
 /// nodes remove it within the second after its `deletionTimestamp` (stored in whole seconds;
 /// 0.5 s on average), and a master's release reaches the API server a moment after colocate's
 /// intent. With it the window replays of both spikes put the WorldCup fast release's kills
-/// where the live run did (4 [4-8] against 4; 0 without) and moved no other check the wrong
-/// way (docs/spike-replay.md, "Fast release on the fixed test bed").
+/// where the live run did (4 [4-8] against 4; 0 without) and turned no passing check into a
+/// miss (docs/spike-replay.md, "The half second after the grace period, in window replays").
 pub const REMOVAL_AFTER_GRACE_S: f64 = 0.5;
 
 /// How long kube-scheduler leaves a pod that failed for want of room before trying it again
