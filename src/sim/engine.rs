@@ -207,39 +207,30 @@ impl<'a> World<'a> {
                 self.set_replicas(s, desired);
             }
         }
-        match self.policy {
-            Policy::Colocate => {
-                // kube-scheduler tries new pods within milliseconds of the HPA's scale; the
-                // controller's releases reach the masters later (it reads the HPA's status, then
-                // calls them). A --v=5 scheduler log of the flash crowd: 50 pods created at
-                // 38.50 s preempted from 38.55 s to 38.70 s; colocate's intent came at 38.54 s and
-                // the first release was actuated at 39.6 s. So pods that do not fit preempt
-                // running workers before colocate's releases of this step take effect. But
-                // colocate decided on what it saw before those preemptions (on 2026-11-26 its
-                // intent came 14 ms before the first new pod even existed): it releases for the
-                // whole step, not for what the victims leave over. Deciding after them, replay
-                // released 6 workers where live released 12 (flash crowd, in place).
-                let intents = self.colocate_decide();
-                self.schedule();
-                // A pod whose grace period ends now is gone a moment later (a kubelet removes a
-                // pod only once its grace period is over, then reports it and deletes it): the
-                // pods this moment created meet the scheduler first. Its room frees after they
-                // preempted and were nominated onto it, and kube-scheduler binds a nominated pod
-                // only beside every other pod nominated to its node: the flash crowd's 30 s
-                // releases, made at an HPA sync, freed room that waited 15 s (docs/spike-replay.md,
-                // "The release that lands after the sync"). Removed first, it went to the pods
-                // already waiting, and replay sat at the lucky end of the live runs.
-                self.cluster.reap(now);
-                self.colocate_apply(intents);
-            }
-            _ => {
-                // As above: what frees now frees after this moment's pods were tried.
-                self.schedule();
-                self.cluster.reap(now);
-                if self.policy == Policy::Preemption {
-                    self.relaunch();
-                }
-            }
+        // kube-scheduler tries new pods within milliseconds of the HPA's scale; the controller's
+        // releases reach the masters later (it reads the HPA's status, then calls them). A --v=5
+        // scheduler log of the flash crowd: 50 pods created at 38.50 s preempted from 38.55 s to
+        // 38.70 s; colocate's intent came at 38.54 s and the first release was actuated at
+        // 39.6 s. So pods that do not fit preempt running workers before colocate's releases of
+        // this step take effect. But colocate decided on what it saw before those preemptions
+        // (on 2026-11-26 its intent came 14 ms before the first new pod even existed): it
+        // releases for the whole step, not for what the victims leave over. Deciding after them,
+        // replay released 6 workers where live released 12 (flash crowd, in place).
+        let intents = (self.policy == Policy::Colocate).then(|| self.colocate_decide());
+        self.schedule();
+        // A pod whose grace period ends now is gone a moment later (a kubelet removes a pod only
+        // once its grace period is over, then reports it and deletes it): the pods this moment
+        // created meet the scheduler first. Its room frees after they preempted and were
+        // nominated onto it, and kube-scheduler binds a nominated pod only beside every other pod
+        // nominated to its node: the flash crowd's 30 s releases, made at an HPA sync, freed room
+        // that waited 15 s (docs/spike-replay.md, "The release that lands after the sync").
+        // Removed first, it went to the pods already waiting, and replay sat at the lucky end of
+        // the live runs.
+        self.cluster.reap(now);
+        match intents {
+            Some(intents) => self.colocate_apply(intents),
+            None if self.policy == Policy::Preemption => self.relaunch(),
+            None => {}
         }
         self.schedule();
         if self.policy.is_gang() {
