@@ -155,19 +155,29 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// inside the window. The slope is the smaller of the whole window's and its last third's, so a
 /// jump that has levelled off stops being extrapolated once the newest samples are flat.
 /// Falling load never lowers a reservation: that is the HPA's business.
+///
+/// The window ends at the newest sample, not at `now`, and its edge lies half a sampling gap
+/// inside it: the trend is a property of the samples, so every decision between two samples
+/// sees the same one. Measured from `now`, a sample slid out of the window between two
+/// decisions on the same data: on the flash crowd, replay (deciding every 0.1 s) released two
+/// more workers 0.1 s after a sample that the live controller (deciding on events) kept
+/// (docs/spike-replay.md, "One trend per sample"). Samples older than the window are no trend.
 pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
-    let within = |from: Duration| -> Vec<(f64, f64)> {
-        samples
-            .iter()
-            .filter(|s| s.at >= from && s.at <= now && s.value.is_finite())
-            .map(|s| (s.at.as_secs_f64(), s.value))
-            .collect()
+    let seen: Vec<(f64, f64)> =
+        samples.iter().filter(|s| s.at <= now && s.value.is_finite()).map(|s| (s.at.as_secs_f64(), s.value)).collect();
+    let Some(&(end, last)) = seen.last() else { return 1.0 };
+    if end + window.as_secs_f64() < now.as_secs_f64() {
+        return 1.0;
+    }
+    let gap = seen.len().checked_sub(2).map_or(0.0, |i| end - seen[i].0);
+    let within = |span: Duration| -> Vec<(f64, f64)> {
+        let from = end - span.as_secs_f64() + gap / 2.0;
+        seen.iter().copied().filter(|p| p.0 >= from).collect()
     };
-    let pts = within(now.saturating_sub(window));
+    let pts = within(window);
     let Some(whole) = slope(&pts) else { return 1.0 };
-    let recent = slope(&within(now.saturating_sub(window / 3))).unwrap_or(whole);
+    let recent = slope(&within(window / 3)).unwrap_or(whole);
     let rate = whole.min(recent);
-    let last = pts.last().map_or(0.0, |p| p.1);
     if last <= 0.0 || rate <= 0.0 {
         return 1.0;
     }
@@ -192,6 +202,26 @@ mod tests {
 
     fn s(at: u64, value: f64) -> Sample {
         Sample { at: Duration::from_secs(at), value }
+    }
+
+    #[test]
+    fn trend_is_the_same_at_every_moment_between_two_samples() {
+        // Flat, then rising from 20 s; sampled every 5 s from 0.15 s.
+        let samples: Vec<Sample> = (0..9)
+            .map(|k| Sample {
+                at: Duration::from_millis(150 + 5000 * k),
+                value: if k < 5 { 100.0 } else { 100.0 + 20.0 * (k - 4) as f64 },
+            })
+            .collect();
+        let window = Duration::from_secs(30);
+        let horizon = Duration::from_secs(15);
+        let at_sample = load_trend_factor(&samples, Duration::from_millis(40_150), window, horizon);
+        assert!(at_sample > 1.0, "{at_sample}");
+        // Moments at which the window measured from `now` would have dropped the 10.15 s sample.
+        for now_ms in [40_150, 40_200, 42_000, 45_100] {
+            let f = load_trend_factor(&samples, Duration::from_millis(now_ms), window, horizon);
+            assert_eq!(f, at_sample, "at {now_ms} ms");
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! accounted for the step.
 //!
 //! What `colocate` sees is what the live controller would: load as a rate over
-//! `observation.load_window`, sampled every `observation.sample_interval`; p99 at the same
+//! `observation.load_window` ending at Prometheus' newest scrape (`observation.scrape_interval`),
+//! sampled every `observation.sample_interval`; p99 at the same
 //! samples; the HPA's status as of its last sync (its metric through the metrics pipeline);
 //! each job's phase as of its master's last status poll; pods at once (watches).
 
@@ -274,7 +275,9 @@ impl<'a> World<'a> {
         let spec = &self.scenario.spec;
         let svc = &spec.services[s];
         let window = spec.observation.load_window.as_secs_f64();
-        let rate = mean_load(&self.scenario.loads[s], now - window, now);
+        // The rate ends at Prometheus' newest scrape: half a scrape interval ago, on average.
+        let seen_at = now - spec.observation.scrape_interval.as_secs_f64() / 2.0;
+        let rate = mean_load(&self.scenario.loads[s], seen_at - window, seen_at);
         let (_, ready) = self.replica_counts(s);
         let p99 = p99_seconds(svc, utilization(svc, self.services[s].load, ready));
         let load_signal = self.window.as_ref().is_none_or(|w| w.load_signal);

@@ -202,5 +202,15 @@ fn validate(s: &ScenarioFile) -> Result<(), (String, String)> {
     if o.status_interval.is_zero() {
         return err("observation.status_interval", "must be longer than 0s".into());
     }
+    if o.scrape_interval.is_zero() || o.scrape_interval * 2 > o.load_window {
+        return err(
+            "observation.scrape_interval",
+            format!(
+                "{:?} must be longer than 0s and at most half of observation.load_window ({:?}): a rate needs two \
+                 scrapes inside its window",
+                o.scrape_interval, o.load_window
+            ),
+        );
+    }
     super::limits::check(s)
 }

@@ -3,8 +3,10 @@
 //! online pod-seconds against the baseline's of the same run, and replay against live.
 //!
 //! Every run prints and reports the verdicts; `tests/spike_replay.rs` asserts them for the
-//! configurations where they hold on both spikes played so far (docs/spike-replay.md says which
-//! do not, and why).
+//! configurations where replay predicts live on both spikes played so far (docs/spike-replay.md
+//! says which do not, and why): replay within bounds of live, and no target that replay claims
+//! met and live misses. A target that both miss is reported, not asserted: replay's figure is
+//! then the honest one, and the test's job is that no replay figure goes unbacked.
 
 use serde_json::{json, Value};
 
@@ -54,6 +56,7 @@ pub struct Judged {
     pub replay_baseline_killed: u64,
     pub replay_pod_s: f64,
     pub replay_killed: u64,
+    pub replay_forced: u64,
 }
 
 /// The verdicts on one configuration.
@@ -63,8 +66,11 @@ pub struct Verdict {
     /// colocate's pending pod-seconds as a percentage of the baseline's, live.
     pub pending_pct: f64,
     pub target_pct: Option<f64>,
-    /// Within the target (and, where asked, nothing killed or forced); `None` without a target.
+    /// Within the target (and, where asked, nothing killed or forced), live; `None` without a
+    /// target.
     pub target_met: Option<bool>,
+    /// The same, by replay's figures (against replay's baseline).
+    pub replay_target_met: Option<bool>,
     /// Replay against live, for the baseline and for colocate: pod-seconds, killed workers.
     pub baseline_agrees: (bool, bool),
     pub colocate_agrees: (bool, bool),
@@ -73,13 +79,15 @@ pub struct Verdict {
 impl Verdict {
     pub fn judge(config: &str, j: &Judged) -> Verdict {
         let pending_pct = 100.0 * j.live_pod_s / j.live_baseline_pod_s.max(1e-9);
+        let replay_pct = 100.0 * j.replay_pod_s / j.replay_baseline_pod_s.max(1e-9);
         let target = target(config);
-        let killed_none = j.live_killed == 0 && j.live_forced == 0.0;
+        let met = |pct: f64, killed_none: bool| target.map(|t| pct <= t.pct && (killed_none || !t.nothing_killed));
         Verdict {
             config: config.to_string(),
             pending_pct,
             target_pct: target.map(|t| t.pct),
-            target_met: target.map(|t| pending_pct <= t.pct && (killed_none || !t.nothing_killed)),
+            target_met: met(pending_pct, j.live_killed == 0 && j.live_forced == 0.0),
+            replay_target_met: met(replay_pct, j.replay_killed == 0 && j.replay_forced == 0),
             baseline_agrees: (
                 pod_s_agree(j.replay_baseline_pod_s, j.live_baseline_pod_s),
                 killed_agree(j.replay_baseline_killed, j.live_baseline_killed),
@@ -88,16 +96,20 @@ impl Verdict {
         }
     }
 
-    /// Everything holds: the target (if any) and replay's agreement on both policies.
+    /// Replay predicts live: within bounds on both policies, and no target that replay claims
+    /// met is missed live.
     pub fn holds(&self) -> bool {
         let (a, b) = (self.baseline_agrees, self.colocate_agrees);
-        self.target_met != Some(false) && a.0 && a.1 && b.0 && b.1
+        let claim_backed = !(self.replay_target_met == Some(true) && self.target_met == Some(false));
+        claim_backed && a.0 && a.1 && b.0 && b.1
     }
 
     pub fn line(&self) -> String {
         let mark = |ok: bool| if ok { "ok" } else { "MISSED" };
-        let target = match (self.target_pct, self.target_met) {
-            (Some(t), Some(met)) => format!("target <= {t:.0}%: {}", mark(met)),
+        let target = match (self.target_pct, self.target_met, self.replay_target_met) {
+            (Some(t), Some(met), Some(replay)) => {
+                format!("target <= {t:.0}%: live {}, replay {}", mark(met), mark(replay))
+            }
             _ => "no target".to_string(),
         };
         format!(
@@ -117,6 +129,7 @@ impl Verdict {
             "pending_pct_of_baseline": self.pending_pct,
             "target_pct": self.target_pct,
             "target_met": self.target_met,
+            "replay_target_met": self.replay_target_met,
             "replay_agrees": {
                 "preemption": {"online_unschedulable_pod_s": self.baseline_agrees.0, "scheduler_preemptions": self.baseline_agrees.1},
                 "colocate": {"online_unschedulable_pod_s": self.colocate_agrees.0, "scheduler_preemptions": self.colocate_agrees.1},
