@@ -112,6 +112,18 @@ fn a_release_time_longer_than_the_grace_period_is_refused() {
 }
 
 #[test]
+fn a_scrape_interval_a_rate_cannot_use_is_refused() {
+    // A rate needs two scrapes inside its window (15 s by default).
+    for bad in ["8s", "0s"] {
+        let yaml = format!("{}observation: {{scrape_interval: {bad}}}\n", spike("", ""));
+        let err = Scenario::parse(Path::new("tiny.yaml"), &yaml).unwrap_err().to_string();
+        assert!(err.contains("observation.scrape_interval") && err.contains("load_window"), "{bad}: {err}");
+    }
+    let ok = format!("{}observation: {{scrape_interval: 7s}}\n", spike("", ""));
+    assert!(Scenario::parse(Path::new("tiny.yaml"), &ok).is_ok());
+}
+
+#[test]
 fn a_window_replays_as_the_live_spike_test_plays_it() {
     use super::window::{hpa_script, replay_window, WindowSettings};
     let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
