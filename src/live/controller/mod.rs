@@ -115,7 +115,10 @@ pub async fn run(
                 &config.services,
                 config.prometheus_url.as_deref(),
                 config.sample_stale_after,
-                config.controller.trend_window,
+                // The trend's window ends at the newest sample, which may be up to the stale
+                // limit old: cut at `now`, the oldest sample it fits would vanish between two
+                // samples and the trend with it (core/forecast.rs, `load_trend_factor`).
+                config.controller.trend_window + config.sample_stale_after,
                 metrics.clone(),
             )?
             .with_tls(&prometheus_tls)?

@@ -103,7 +103,8 @@ pub struct Sampler {
 impl Sampler {
     /// Checks every source (URLs, metric names, a Prometheus server for PromQL sources).
     /// `history` is how much load history [`Sampler::readings`] returns (the core's
-    /// `trend_window`); `stale_after` how old a newest sample may be and still count.
+    /// `trend_window` and the stale limit: the trend's window ends at the newest sample);
+    /// `stale_after` how old a newest sample may be and still count.
     pub fn new(
         services: &[ServiceSource],
         prometheus_url: Option<&str>,
