@@ -162,6 +162,8 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// decisions on the same data: on the flash crowd, replay (deciding every 0.1 s) released two
 /// more workers 0.1 s after a sample that the live controller (deciding on events) kept
 /// (docs/spike-replay.md, "One trend per sample"). Samples older than the window are no trend.
+/// `samples` are oldest first (the sampler's history and replay's both keep them so): the
+/// newest is the last, and the gap is the last two's.
 pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
     let seen: Vec<(f64, f64)> =
         samples.iter().filter(|s| s.at <= now && s.value.is_finite()).map(|s| (s.at.as_secs_f64(), s.value)).collect();
