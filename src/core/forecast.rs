@@ -67,18 +67,18 @@ impl Calibration {
     }
 }
 
-/// The mean of the samples in the window ending `now`, if there are at least three, they span
-/// half the window, and they are flat.
+/// The mean of the samples in the window that ends at the newest sample (as the trend's, see
+/// [`RecentSamples`]), if there are at least three, they span half the window, and they are flat.
 fn calm_mean(samples: &[Sample], now: Duration, window: Duration) -> Option<f64> {
-    let from = now.saturating_sub(window);
-    let recent: Vec<&Sample> = samples.iter().filter(|s| s.at >= from && s.at <= now && s.value.is_finite()).collect();
-    let (first, last) = (recent.first()?, recent.last()?);
-    if recent.len() < 3 || last.at.saturating_sub(first.at) < window / 2 {
+    let recent = RecentSamples::seen(samples, now, window)?;
+    let pts = recent.within(window);
+    let (first, last) = (pts.first()?, pts.last()?);
+    if pts.len() < 3 || last.0 - first.0 < window.as_secs_f64() / 2.0 {
         return None;
     }
-    let min = recent.iter().map(|s| s.value).fold(f64::INFINITY, f64::min);
-    let max = recent.iter().map(|s| s.value).fold(0.0, f64::max);
-    (min > 0.0 && max <= min * CALM_SPREAD).then(|| recent.iter().map(|s| s.value).sum::<f64>() / recent.len() as f64)
+    let min = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let max = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+    (min > 0.0 && max <= min * CALM_SPREAD).then(|| pts.iter().map(|p| p.1).sum::<f64>() / pts.len() as f64)
 }
 
 /// What the HPA is expected to do within the lead.
@@ -165,25 +165,52 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// `samples` are oldest first (the sampler's history and replay's both keep them so): the
 /// newest is the last, and the gap is the last two's.
 pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
-    let seen: Vec<(f64, f64)> =
-        samples.iter().filter(|s| s.at <= now && s.value.is_finite()).map(|s| (s.at.as_secs_f64(), s.value)).collect();
-    let Some(&(end, last)) = seen.last() else { return 1.0 };
-    if end + window.as_secs_f64() < now.as_secs_f64() {
-        return 1.0;
-    }
-    let gap = seen.len().checked_sub(2).map_or(0.0, |i| end - seen[i].0);
-    let within = |span: Duration| -> Vec<(f64, f64)> {
-        let from = end - span.as_secs_f64() + gap / 2.0;
-        seen.iter().copied().filter(|p| p.0 >= from).collect()
-    };
-    let pts = within(window);
-    let Some(whole) = slope(&pts) else { return 1.0 };
-    let recent = slope(&within(window / 3)).unwrap_or(whole);
-    let rate = whole.min(recent);
+    let Some(recent) = RecentSamples::seen(samples, now, window) else { return 1.0 };
+    let pts = recent.within(window);
+    let Some(whole) = slope(pts) else { return 1.0 };
+    let rate = whole.min(slope(recent.within(window / 3)).unwrap_or(whole));
+    let last = recent.newest();
     if last <= 0.0 || rate <= 0.0 {
         return 1.0;
     }
     (last + rate * horizon.as_secs_f64()) / last
+}
+
+/// The finite samples seen by `now`, as (seconds, value), oldest first, for windows that end at
+/// the newest of them with their edge half a sampling gap inside: what the calm mean and the
+/// trend read are properties of the samples, the same at every moment between two of them.
+/// `None` without samples, or when the newest is older than the window (no recent samples).
+struct RecentSamples {
+    pts: Vec<(f64, f64)>,
+    /// Half the gap between the newest two samples.
+    half_gap: f64,
+}
+
+impl RecentSamples {
+    fn seen(samples: &[Sample], now: Duration, window: Duration) -> Option<RecentSamples> {
+        let pts: Vec<(f64, f64)> = samples
+            .iter()
+            .filter(|s| s.at <= now && s.value.is_finite())
+            .map(|s| (s.at.as_secs_f64(), s.value))
+            .collect();
+        let end = pts.last()?.0;
+        if end + window.as_secs_f64() < now.as_secs_f64() {
+            return None;
+        }
+        let half_gap = pts.len().checked_sub(2).map_or(0.0, |i| (end - pts[i].0) / 2.0);
+        Some(RecentSamples { pts, half_gap })
+    }
+
+    /// The samples inside the `span` that ends at the newest.
+    fn within(&self, span: Duration) -> &[(f64, f64)] {
+        let end = self.pts.last().map_or(0.0, |p| p.0);
+        let from = end - span.as_secs_f64() + self.half_gap;
+        &self.pts[self.pts.partition_point(|p| p.0 < from)..]
+    }
+
+    fn newest(&self) -> f64 {
+        self.pts.last().map_or(0.0, |p| p.1)
+    }
 }
 
 /// Least-squares slope; `None` for fewer than two distinct x values.
@@ -224,6 +251,24 @@ mod tests {
             let f = load_trend_factor(&samples, Duration::from_millis(now_ms), window, horizon);
             assert_eq!(f, at_sample, "at {now_ms} ms");
         }
+    }
+
+    #[test]
+    fn calm_mean_is_the_same_at_every_moment_between_two_samples() {
+        // Sampled every second from 0.3 s; a noisy 12% blip at 0.3 s that a window measured
+        // from `now` keeps at the sample 30.3 s and drops 0.1 s later.
+        let samples: Vec<Sample> = (0..31)
+            .map(|k| Sample { at: Duration::from_millis(300 + 1000 * k), value: if k == 0 { 112.0 } else { 100.0 } })
+            .collect();
+        let window = Duration::from_secs(30);
+        let at_sample = calm_mean(&samples, Duration::from_millis(30_300), window);
+        assert_eq!(at_sample, Some(100.0), "the window ends at the newest sample: 1.3..30.3 s");
+        for now_ms in [30_300, 30_400, 31_000, 31_299] {
+            assert_eq!(calm_mean(&samples, Duration::from_millis(now_ms), window), at_sample, "at {now_ms} ms");
+        }
+        // Not calm while the blip is inside the window; none at all once the samples are stale.
+        assert_eq!(calm_mean(&samples[..30], Duration::from_millis(29_300), window), None);
+        assert_eq!(calm_mean(&samples, Duration::from_secs(61), window), None);
     }
 
     #[test]

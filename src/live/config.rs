@@ -127,6 +127,9 @@ pub struct RunFile {
     /// Samples older than this count as missing (latency unknown: no growth on its nodes).
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_stale_after: Option<Duration>,
+    /// How often services' load and p99 are sampled; 1 s by default, so a load step shows a
+    /// sample sooner than the HPA's next sync can act on it (docs/spike-replay.md, "Sampling
+    /// every second by default").
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_interval: Option<Duration>,
     #[serde(default, deserialize_with = "optional_duration")]
@@ -328,7 +331,7 @@ impl RunConfig {
             master_token_file: flags.master_token_file.clone().or_else(|| run.master_token_file.clone()),
             master_tls: with_ca_file(&run.master_tls, &flags.master_ca_file),
             sample_stale_after: run.sample_stale_after.unwrap_or(Duration::from_secs(60)),
-            sample_interval: run.sample_interval.unwrap_or(Duration::from_secs(5)),
+            sample_interval: run.sample_interval.unwrap_or(Duration::from_secs(1)),
             lease_duration: flags.lease_duration.or(run.lease_duration).unwrap_or(Duration::from_secs(15)),
             status_interval: flags.status_interval.or(run.status_interval).unwrap_or(Duration::from_secs(5)),
             master_timeout: flags.master_timeout.or(run.master_timeout).unwrap_or(Duration::from_secs(5)),

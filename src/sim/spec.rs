@@ -280,7 +280,7 @@ pub struct ObservationSpec {
 impl Default for ObservationSpec {
     fn default() -> Self {
         ObservationSpec {
-            sample_interval: Duration::from_secs(5),
+            sample_interval: Duration::from_secs(1),
             load_window: Duration::from_secs(15),
             scrape_interval: Duration::from_secs(1),
             status_interval: Duration::from_secs(5),

@@ -59,20 +59,24 @@ fn the_hpa_acts_on_what_its_metrics_pipeline_published() {
 
 #[test]
 fn a_release_slower_than_the_hpa_step_leaves_pods_waiting() {
-    // The controller sees the step at its 65 s sample and releases workers at once, but they
+    // The controller sees the step within a sample or two and releases workers at once, but they
     // hold the node for 30 s (to about 95 s): the pods the HPA creates at 75 s find no room.
     // Here the released workers are the newest, so the scheduler's victims are the leaving ones
     // and nobody else is killed (`cluster` tests show the case where it kills running workers).
     let run = replay(&spike("", ""), Policy::Colocate);
     assert!(run.result.pending_online_pod_s >= 4.0 * 15.0, "{:?}", run.result);
     assert_eq!(run.result.controller_forced_preemptions, 0);
-    // Released in 4 s, the room is there before the HPA acts. (In 5 s, the workers released at
-    // the 70 s sample leave at the very moment of the 75 s sync, a moment after its pods were
-    // tried: one of them preempts.)
-    let run = replay(&spike("release_time: 4s", ""), Policy::Colocate);
+    // Sampled every 5 s, released in 4 s, the room is there before the HPA acts. In 5 s, the
+    // workers released at the 70 s sample leave at the very moment of the 75 s sync, a moment
+    // after its pods were tried: one of them preempts.
+    let every_5s = |job: &str| format!("{}observation: {{sample_interval: 5s}}\n", spike(job, ""));
+    let run = replay(&every_5s("release_time: 4s"), Policy::Colocate);
     assert_eq!((run.result.forced_preemptions, run.result.pending_online_pod_s), (0, 0.0), "{:?}", run.result);
-    let run = replay(&spike("release_time: 5s", ""), Policy::Colocate);
+    let run = replay(&every_5s("release_time: 5s"), Policy::Colocate);
     assert_eq!(run.result.scheduler_preemptions, 1, "{:?}", run.result);
+    // Sampled every second (the default), the 5 s release is decided a sample sooner: in time.
+    let run = replay(&spike("release_time: 5s", ""), Policy::Colocate);
+    assert_eq!((run.result.forced_preemptions, run.result.pending_online_pod_s), (0, 0.0), "{:?}", run.result);
 }
 
 #[test]
@@ -143,7 +147,7 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
         latency_signal: false,
         tie_draw: 0,
     };
-    // The controller samples every 5 s from its start, 20 s before the window: at 25.0 s, 5 s
+    // The controller samples from its start, 20 s before the window: every 5 s, at 25.0 s, 5 s
     // before the HPA's sync at 30 s.
     let settings = |load_signal: bool| at_phase(load_signal, 20.0);
     // Plain preemption: the new pods preempt workers and wait out their 30 s grace period.
@@ -153,8 +157,17 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
     for job in &mut fast_masters.spec.jobs {
         job.release_time = Some(std::time::Duration::from_secs(5));
     }
-    // colocate with the load signal and masters that release in 5 s. Sampled 7 s before the
-    // sync, the release that serves it lands in time: no pod waits, none killed.
+    // colocate with the load signal and masters that release in 5 s, sampling every second
+    // (the default): the release that serves the sync lands in time; no pod waits, none killed.
+    let every_second = replay_window(&fast_masters, Policy::Colocate, &settings(true));
+    assert_eq!(
+        (every_second.online_unschedulable_pod_s, every_second.scheduler_preemptions),
+        (0.0, 0),
+        "{every_second:?}"
+    );
+    // Sampling every 5 s, it depends on the phase of the samples against the HPA's syncs.
+    fast_masters.spec.observation.sample_interval = std::time::Duration::from_secs(5);
+    // Sampled 7 s before the sync, the release that serves it lands in time.
     let early = replay_window(&fast_masters, Policy::Colocate, &at_phase(true, 22.0));
     assert_eq!(
         (early.online_unschedulable_pod_s, early.scheduler_preemptions, early.colocate_forced_preemptions),

@@ -114,7 +114,7 @@ pub fn refusals() -> Vec<Refusal> {
     }
     cases.extend([
         refusal("run:\n  sample_interval: 2m\n", "run.sample_stale_after", "must be longer than"),
-        setting("run.sample_stale_after", "5s", "must be longer than"),
+        setting("run.sample_stale_after", "1s", "must be longer than"),
         refusal(
             "run:\n  sample_stale_after: 1m\n  sample_interval: 1h 30s\n",
             "run.sample_stale_after",
