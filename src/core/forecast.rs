@@ -152,7 +152,7 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 }
 
 /// (value now + upward slope * horizon) / value now, from least-squares fits of the samples
-/// inside the window. The slope is the smaller of the whole window's and its last third's, so a
+/// inside the window. The slope is the smaller of the whole window's and its last third's (the newest two samples' when the third holds fewer), so a
 /// jump that has levelled off stops being extrapolated once the newest samples are flat.
 /// Falling load never lowers a reservation: that is the HPA's business.
 ///
@@ -168,7 +168,7 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     let Some(recent) = RecentSamples::seen(samples, now, window) else { return 1.0 };
     let pts = recent.within(window);
     let Some(whole) = slope(pts) else { return 1.0 };
-    let rate = whole.min(slope(recent.within(window / 3)).unwrap_or(whole));
+    let rate = whole.min(slope(recent.newest_third(window)).unwrap_or(whole));
     let last = recent.newest();
     if last <= 0.0 || rate <= 0.0 {
         return 1.0;
@@ -206,6 +206,18 @@ impl RecentSamples {
         let end = self.pts.last().map_or(0.0, |p| p.0);
         let from = end - span.as_secs_f64() + self.half_gap;
         &self.pts[self.pts.partition_point(|p| p.0 < from)..]
+    }
+
+    /// The samples of the window's newest third, or the newest two where samples are further
+    /// apart than that (sampling every 10 s in a 30 s window): without a recent slope the trend
+    /// would be the whole window's and keep extrapolating a jump that has levelled off.
+    fn newest_third(&self, window: Duration) -> &[(f64, f64)] {
+        let third = self.within(window / 3);
+        if third.len() >= 2 {
+            third
+        } else {
+            &self.pts[self.pts.len().saturating_sub(2)..]
+        }
     }
 
     fn newest(&self) -> f64 {
@@ -285,6 +297,13 @@ mod tests {
         let jump = [s(0, 100.0), s(5, 100.0), s(10, 400.0), s(20, 400.0), s(25, 400.0), s(30, 400.0)];
         assert_eq!(
             load_trend_factor(&jump, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15)),
+            1.0
+        );
+        // Sampled every 10 s: the last third holds one sample, so the newest two stand in for
+        // it; flat at the end, the jump is not extrapolated.
+        let sparse = [s(0, 100.0), s(10, 400.0), s(20, 400.0)];
+        assert_eq!(
+            load_trend_factor(&sparse, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)),
             1.0
         );
         let old = [s(0, 100.0), s(1, 200.0)];
