@@ -152,8 +152,9 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 }
 
 /// (value now + upward slope * horizon) / value now, from least-squares fits of the samples
-/// inside the window. The slope is the smaller of the whole window's and its last third's (the newest two samples' when the third holds fewer), so a
-/// jump that has levelled off stops being extrapolated once the newest samples are flat.
+/// inside the window. The slope is the smaller of the whole window's and its last third's (the
+/// newest two samples' when the third holds fewer), so a jump that has levelled off stops being
+/// extrapolated once the newest samples are flat.
 /// Falling load never lowers a reservation: that is the HPA's business.
 ///
 /// The window ends at the newest sample, not at `now`, and its edge lies half a sampling gap
