@@ -67,11 +67,17 @@ impl Calibration {
     }
 }
 
-/// The mean of the samples in the window that ends at the newest sample (as the trend's, see
-/// [`RecentSamples`]), if there are at least three, they span half the window, and they are flat.
+/// The mean of the samples in the window that ends at the newest sample (the same at every
+/// moment between two samples, as the trend), if the newest is at most half a window old, there
+/// are at least three, they span half the window, and they are flat.
 fn calm_mean(samples: &[Sample], now: Duration, window: Duration) -> Option<f64> {
     let recent = RecentSamples::seen(samples, now, window)?;
-    let pts = recent.within(window);
+    let end = recent.pts.last()?.0;
+    if now.as_secs_f64() - end > window.as_secs_f64() / 2.0 {
+        return None;
+    }
+    // The whole window, edge included: three samples 15 s apart still fit in 30 s.
+    let pts = &recent.pts[recent.pts.partition_point(|p| p.0 < end - window.as_secs_f64())..];
     let (first, last) = (pts.first()?, pts.last()?);
     if pts.len() < 3 || last.0 - first.0 < window.as_secs_f64() / 2.0 {
         return None;
@@ -279,9 +285,13 @@ mod tests {
         for now_ms in [30_300, 30_400, 31_000, 31_299] {
             assert_eq!(calm_mean(&samples, Duration::from_millis(now_ms), window), at_sample, "at {now_ms} ms");
         }
-        // Not calm while the blip is inside the window; none at all once the samples are stale.
+        // Not calm while the blip is inside the window; none once the newest sample is more
+        // than half a window old.
         assert_eq!(calm_mean(&samples[..30], Duration::from_millis(29_300), window), None);
-        assert_eq!(calm_mean(&samples, Duration::from_secs(61), window), None);
+        assert_eq!(calm_mean(&samples, Duration::from_millis(45_301), window), None);
+        // Samples 15 s apart: three fit in the window, its edge included.
+        let sparse = [s(0, 100.0), s(15, 100.0), s(30, 100.0)];
+        assert_eq!(calm_mean(&sparse, Duration::from_secs(31), window), Some(100.0));
     }
 
     #[test]

@@ -89,7 +89,7 @@ duration left out (or set to null) is the controller's default, as in the file.
 {{- fail (printf "%s.certKey: the client key (keyKey %s) needs its certificate" $at $t.keyKey) }}
 {{- end }}
 {{- end }}
-{{- $defaults := dict "tick" "10s" "debounce" "50ms" "sample_stale_after" "60s" "sample_interval" "5s" "lease_duration" "15s" "status_interval" "5s" "master_timeout" "5s" }}
+{{- $defaults := dict "tick" "10s" "debounce" "50ms" "sample_stale_after" "60s" "sample_interval" "1s" "lease_duration" "15s" "status_interval" "5s" "master_timeout" "5s" }}
 {{- $given := dict }}
 {{- $ns := dict }}
 {{- range $key, $default := $defaults }}

@@ -11,7 +11,7 @@
 //! ([`bucket_quantile`]). An interval without observations has no p99 (no sample, not an
 //! error: the previous p99 stays usable until it is stale).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::exposition::Reading;
@@ -32,6 +32,48 @@ pub(crate) fn value_between(previous: Option<&Scraped>, current: &Scraped) -> Op
         }
         (Reading::Histogram(now), Some((Reading::Histogram(before), _))) => histogram_p99(before, now),
         _ => None,
+    }
+}
+
+/// The shortest span a scraped counter's rate or histogram's p99 is taken over. The controller
+/// samples every second by default, and a rate over one second of a request counter is mostly
+/// noise (integer counts, requests landing either side of a scrape); over 5 s it is what the
+/// controller read when it sampled every 5 s.
+pub(crate) const MIN_SPAN: Duration = Duration::from_secs(5);
+
+/// The scrapes of one source kept to pair each new one with a scrape at least [`MIN_SPAN`]
+/// before it: the newest such, or the oldest kept while there is none yet.
+#[derive(Debug, Default)]
+pub(crate) struct Scrapes {
+    kept: VecDeque<Scraped>,
+}
+
+impl Scrapes {
+    /// The value `current` yields, then keeps it. A counter reset (or a histogram's) between
+    /// the base and `current` yields nothing for that pair; the scrapes before it are dropped,
+    /// so the next scrape pairs with the ones after the reset.
+    pub(crate) fn value_for(&mut self, current: Scraped) -> Option<f64> {
+        if let Some(cut) = current.at.checked_sub(MIN_SPAN) {
+            while self.kept.get(1).is_some_and(|s| s.at <= cut) {
+                self.kept.pop_front();
+            }
+        }
+        let value = match value_between(self.kept.front(), &current) {
+            Some(v) => Some(v),
+            None => {
+                let since_last = value_between(self.kept.back(), &current);
+                if since_last.is_some() {
+                    // Nothing over the span but something since the last scrape: a reset in
+                    // between. The last scrape is after it; the next rates start there.
+                    let last = self.kept.pop_back();
+                    self.kept.clear();
+                    self.kept.extend(last);
+                }
+                since_last
+            }
+        };
+        self.kept.push_back(current);
+        value
     }
 }
 
@@ -127,6 +169,30 @@ mod tests {
 
     fn scraped(at: u64, reading: Reading) -> Scraped {
         Scraped { at: Duration::from_secs(at), reading }
+    }
+
+    #[test]
+    fn scrapes_a_second_apart_give_rates_over_at_least_five_seconds() {
+        let mut scrapes = Scrapes::default();
+        // 100 requests a second, and a burst of 50 in the second before t = 7.
+        let count = |t: u64| 100.0 * t as f64 + if t >= 7 { 50.0 } else { 0.0 };
+        let at = |t: u64| scraped(t, Reading::Counter(series(&[("", count(t))])));
+        assert_eq!(scrapes.value_for(at(0)), None);
+        // Until a scrape 5 s back exists, the rate is over all there is.
+        assert_eq!(scrapes.value_for(at(1)), Some(100.0));
+        for t in 2..7 {
+            assert_eq!(scrapes.value_for(at(t)), Some(100.0), "t = {t}");
+        }
+        // The burst is spread over the 5 s, not read as 150/s.
+        assert_eq!(scrapes.value_for(at(7)), Some(110.0));
+        assert_eq!(scrapes.value_for(at(8)), Some(110.0));
+        assert!(scrapes.kept.len() <= 7, "kept {}", scrapes.kept.len());
+        // A restart resets the counter: no value across it, and rates resume from the scrape
+        // after it rather than 5 s later.
+        let restarted = |t: u64, c: f64| scraped(t, Reading::Counter(series(&[("", c)])));
+        assert_eq!(scrapes.value_for(restarted(9, 40.0)), None);
+        assert_eq!(scrapes.value_for(restarted(10, 140.0)), Some(100.0));
+        assert_eq!(scrapes.value_for(restarted(11, 240.0)), Some(100.0));
     }
 
     #[test]

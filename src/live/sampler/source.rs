@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use super::error::SampleError;
 use super::exposition::read_metric;
 use super::history::History;
-use super::rate::{value_between, Scraped};
+use super::rate::{Scraped, Scrapes};
 use super::{body_excerpt, check_value, promql, transport_error, unix_now, Signal};
 use crate::core::Sample;
 use crate::telemetry::metrics::Metrics;
@@ -43,8 +43,9 @@ pub(crate) struct Source {
 #[derive(Debug, Default)]
 struct State {
     history: History,
-    /// The last scrape that could be read, for counter rates and histogram deltas.
-    last_scrape: Option<Scraped>,
+    /// The scrapes that could be read, for counter rates and histogram deltas over at least
+    /// `rate::MIN_SPAN`.
+    scrapes: Scrapes,
     /// Kind of the current failure and how many attempts in a row failed.
     failing: Option<(&'static str, u64)>,
     /// Whether the source was stale when last published (logged on change).
@@ -130,9 +131,7 @@ impl Source {
             (Fetched::Evaluated(sample), _) => Some(sample),
             (Fetched::Page { at, text }, Origin::Scrape { metric, .. }) => {
                 let current = Scraped { at, reading: read_metric(&text, metric, self.signal)? };
-                let value = value_between(state.last_scrape.as_ref(), &current);
-                state.last_scrape = Some(current);
-                value.map(|value| Sample { at, value })
+                state.scrapes.value_for(current).map(|value| Sample { at, value })
             }
             // `fetch` never pairs these; an error rather than a panic all the same.
             (Fetched::Page { .. }, Origin::Promql { .. }) => {
