@@ -221,7 +221,8 @@ fn row<'a>(report: &'a Value, policy: &str) -> &'a Value {
 }
 
 /// Under the honest model (workers hold their node for the 30 s grace period after a release,
-/// the HPA's metric lags, the controller samples every second) a spike that outruns a release
+/// the HPA's metric lags, the controller samples every second or every step where steps are
+/// longer) a spike that outruns a release
 /// costs something, and what it costs depends on the online pods' preemption policy:
 /// - pods that preempt: kube-scheduler kills workers for pods that find no room; colocate must
 ///   kill at most half as many as plain priority preemption, and never force any itself (a

@@ -195,6 +195,7 @@ struct RecentSamples {
 
 impl RecentSamples {
     fn seen(samples: &[Sample], now: Duration, window: Duration) -> Option<RecentSamples> {
+        debug_assert!(samples.windows(2).all(|w| w[0].at <= w[1].at), "samples oldest first");
         let pts: Vec<(f64, f64)> = samples
             .iter()
             .filter(|s| s.at <= now && s.value.is_finite())
@@ -215,9 +216,10 @@ impl RecentSamples {
         &self.pts[self.pts.partition_point(|p| p.0 < from)..]
     }
 
-    /// The samples of the window's newest third, or the newest two where samples are further
-    /// apart than that (sampling every 10 s in a 30 s window): without a recent slope the trend
-    /// would be the whole window's and keep extrapolating a jump that has levelled off.
+    /// The samples of the window's newest third, or the newest two where it holds fewer (with
+    /// the half-gap edge, samples more than 2/9 of the window apart: 6.7 s in 30 s): without a
+    /// recent slope the trend would be the whole window's and keep extrapolating a jump that
+    /// has levelled off.
     fn newest_third(&self, window: Duration) -> &[(f64, f64)] {
         let third = self.within(window / 3);
         if third.len() >= 2 {

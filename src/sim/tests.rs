@@ -712,7 +712,8 @@ fn colocate_shrinks_first_and_forces_nothing() {
     let run = replay(SPIKE, Policy::Colocate);
     let at = |t: usize| &run.timeline[t];
     assert_eq!(at(50).workers, [6]);
-    // The load samples show the step from 65 s (the HPA's metric only at its 75 s sync):
+    // The load samples show the step within a second or two of 61 s (the HPA's metric only at
+    // its 75 s sync):
     // training leaves, in 2 s, before the HPA acts.
     let shrunk = (61..75).find(|&t| at(t).workers[0] <= 2).expect("shrunk before the HPA sync");
     assert!(shrunk < 75, "{shrunk}");

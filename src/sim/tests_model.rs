@@ -60,7 +60,7 @@ fn the_hpa_acts_on_what_its_metrics_pipeline_published() {
 #[test]
 fn a_release_slower_than_the_hpa_step_leaves_pods_waiting() {
     // The controller sees the step within a sample or two and releases workers at once, but they
-    // hold the node for 30 s (to about 95 s): the pods the HPA creates at 75 s find no room.
+    // hold the node for 30 s (to about 92 s): the pods the HPA creates at 75 s find no room.
     // Here the released workers are the newest, so the scheduler's victims are the leaving ones
     // and nobody else is killed (`cluster` tests show the case where it kills running workers).
     let run = replay(&spike("", ""), Policy::Colocate);
@@ -147,8 +147,8 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
         latency_signal: false,
         tie_draw: 0,
     };
-    // The controller samples from its start, 20 s before the window: every 5 s, at 25.0 s, 5 s
-    // before the HPA's sync at 30 s.
+    // The controller samples from its start, 20 s before the window: every second (the
+    // default) or, below, every 5 s: at 25.0 s, 5 s before the HPA's sync at 30 s.
     let settings = |load_signal: bool| at_phase(load_signal, 20.0);
     // Plain preemption: the new pods preempt workers and wait out their 30 s grace period.
     let baseline = replay_window(&scenario, Policy::Preemption, &settings(false));
@@ -212,9 +212,9 @@ fn a_window_controller_samples_on_its_own_clock_from_its_start() {
         let (scenario, settings) = flash_window(warmup_s, true);
         replay_window(&scenario, Policy::Colocate, &settings).scale_commands[0].0
     };
-    // Started 20.2 s before the window, the controller samples at 4.8 s, 9.8 s, ... of it (as the
-    // live one, which ticks from its start): the load's rise is acted on at a sample, 0.2 s
-    // before the HPA's syncs at 30 s and 45 s, not with them.
+    // Started 20.2 s before the window, the controller samples at 0.8 s, 1.8 s, ... of it (as the
+    // live one, which ticks from its start): the load's rise is acted on at a sample, not at
+    // the step's whole second; started 20.0 s before, at whole seconds.
     let early = first(20.2);
     assert!((early - early.floor() - 0.8).abs() < 1e-6, "first command at {early} s");
     let on_time = first(20.0);
