@@ -72,12 +72,12 @@ impl Calibration {
 /// are at least three, they span half the window, and they are flat.
 fn calm_mean(samples: &[Sample], now: Duration, window: Duration) -> Option<f64> {
     let recent = RecentSamples::seen(samples, now, window)?;
-    let end = recent.pts.last()?.0;
+    let (end, _) = recent.newest();
     if now.as_secs_f64() - end > window.as_secs_f64() / 2.0 {
         return None;
     }
     // The whole window, edge included: three samples 15 s apart still fit in 30 s.
-    let pts = &recent.pts[recent.pts.partition_point(|p| p.0 < end - window.as_secs_f64())..];
+    let pts = recent.since(end - window.as_secs_f64());
     let (first, last) = (pts.first()?, pts.last()?);
     if pts.len() < 3 || last.0 - first.0 < window.as_secs_f64() / 2.0 {
         return None;
@@ -176,7 +176,7 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     let pts = recent.within(window);
     let Some(whole) = slope(pts) else { return 1.0 };
     let rate = whole.min(slope(recent.newest_third(window)).unwrap_or(whole));
-    let last = recent.newest();
+    let (_, last) = recent.newest();
     if last <= 0.0 || rate <= 0.0 {
         return 1.0;
     }
@@ -188,6 +188,7 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
 /// trend read are properties of the samples, the same at every moment between two of them.
 /// `None` without samples, or when the newest is older than the window (no recent samples).
 struct RecentSamples {
+    /// Never empty.
     pts: Vec<(f64, f64)>,
     /// Half the gap between the newest two samples.
     half_gap: f64,
@@ -209,11 +210,14 @@ impl RecentSamples {
         Some(RecentSamples { pts, half_gap })
     }
 
-    /// The samples inside the `span` that ends at the newest.
-    fn within(&self, span: Duration) -> &[(f64, f64)] {
-        let end = self.pts.last().map_or(0.0, |p| p.0);
-        let from = end - span.as_secs_f64() + self.half_gap;
+    /// The samples at or after `from` seconds.
+    fn since(&self, from: f64) -> &[(f64, f64)] {
         &self.pts[self.pts.partition_point(|p| p.0 < from)..]
+    }
+
+    /// The samples inside the `span` that ends at the newest, its edge half a gap inside.
+    fn within(&self, span: Duration) -> &[(f64, f64)] {
+        self.since(self.newest().0 - span.as_secs_f64() + self.half_gap)
     }
 
     /// The samples of the window's newest third, or the newest two where it holds fewer (with
@@ -229,8 +233,9 @@ impl RecentSamples {
         }
     }
 
-    fn newest(&self) -> f64 {
-        self.pts.last().map_or(0.0, |p| p.1)
+    /// (seconds, value) of the newest sample.
+    fn newest(&self) -> (f64, f64) {
+        self.pts[self.pts.len() - 1]
     }
 }
 

@@ -713,8 +713,7 @@ fn colocate_shrinks_first_and_forces_nothing() {
     let at = |t: usize| &run.timeline[t];
     assert_eq!(at(50).workers, [6]);
     // The load samples show the step within a second or two of 61 s (the HPA's metric only at
-    // its 75 s sync):
-    // training leaves, in 2 s, before the HPA acts.
+    // its 75 s sync): training leaves, in 2 s, before the HPA acts.
     let shrunk = (61..75).find(|&t| at(t).workers[0] <= 2).expect("shrunk before the HPA sync");
     assert!(shrunk < 75, "{shrunk}");
     assert_eq!(at(75).services[0].1, 6);

@@ -26,8 +26,9 @@ use super::window_plan::Window;
 
 /// The longest step a window is replayed at. The live run's events fall anywhere in a second:
 /// the controller samples on its own clock, from its start (every second; 4.85 s, 9.85 s, ...
-/// into the window in the spike test when it sampled every 5 s), the HPA syncs on the window's whole seconds, and which comes first
-/// decides what the controller sees and whose pods take the room its releases free 30 s later.
+/// into the window in the spike test when it sampled every 5 s), the HPA syncs on the window's
+/// whole seconds, and which comes first decides what the controller sees and whose pods take
+/// the room its releases free 30 s later.
 /// At whole seconds both fall in one step, in the engine's fixed order.
 pub const WINDOW_STEP_S: f64 = 0.1;
 

@@ -58,20 +58,15 @@ impl Scrapes {
                 self.kept.pop_front();
             }
         }
-        let value = match value_between(self.kept.front(), &current) {
-            Some(v) => Some(v),
-            None => {
-                let since_last = value_between(self.kept.back(), &current);
-                if since_last.is_some() {
-                    // Nothing over the span but something since the last scrape: a reset in
-                    // between. The last scrape is after it; the next rates start there.
-                    let last = self.kept.pop_back();
-                    self.kept.clear();
-                    self.kept.extend(last);
-                }
-                since_last
+        let value = value_between(self.kept.front(), &current).or_else(|| {
+            let since_last = value_between(self.kept.back(), &current);
+            if since_last.is_some() {
+                // Nothing over the span but something since the last scrape: a reset in
+                // between. The last scrape is after it; the next rates start there.
+                self.kept.drain(..self.kept.len() - 1);
             }
-        };
+            since_last
+        });
         self.kept.push_back(current);
         value
     }
