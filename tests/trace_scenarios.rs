@@ -119,8 +119,9 @@ fn cases() -> Vec<Case> {
         },
         Case {
             // 0.909 when replay assumed 2 s releases; reserving two HPA syncs ahead for 30 s
-            // releases on this noisy trace costs about 3 points.
-            min_allocation: 0.87,
+            // releases on this noisy trace costs about 3 points, and 1.4 more since replay
+            // integrates its 5-minute steps exactly (0.884 -> 0.870, session 24).
+            min_allocation: 0.86,
             slo_tolerance_s: 5.0,
             name: "nab-elb-fortnight",
             duration: "70m",
