@@ -506,6 +506,6 @@ pub(super) struct Accumulator {
 /// WorldCup98's trace read up to 7% high in the seconds after it, and replay released workers a
 /// sample before live did (docs/spike-replay.md, "A coarse integral of a stepped trace").
 pub fn mean_load(curve: &LoadCurve, from: f64, to: f64) -> f64 {
-    let from = from.max(0.0);
-    curve.mean(from, to.max(from))
+    // An empty or reversed span reads the value at `from`: `LoadCurve::mean` sees to that.
+    curve.mean(from.max(0.0), to)
 }
