@@ -53,6 +53,12 @@ pub struct Config {
     /// Minimum time between two latency-guard shrinks (let the last one take effect).
     #[serde(deserialize_with = "duration")]
     pub latency_guard_interval: Duration,
+    /// The window of the services' latency queries (`rate(..._bucket[15s])` in a
+    /// `histogram_quantile`): a p99 over a window keeps an excursion in view that long after
+    /// it ended, so for this long after a service last scaled up the guard takes low slack as
+    /// the scale-up's and only holds growth. Replay samples its p99 over this window.
+    #[serde(deserialize_with = "duration")]
+    pub latency_window: Duration,
     /// Deadline given to masters for releasing workers.
     #[serde(deserialize_with = "duration")]
     pub release_deadline: Duration,
@@ -86,6 +92,7 @@ impl Default for Config {
             latency_shrink_fraction: 0.25,
             latency_guard_max_steps: 2,
             latency_guard_interval: Duration::from_secs(15),
+            latency_window: Duration::from_secs(15),
             release_deadline: Duration::from_secs(30),
             waiting_reservation_after: Duration::from_secs(1800),
             completion_time_split: true,

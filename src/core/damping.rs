@@ -19,6 +19,8 @@ pub struct Memory {
     guard_steps: HashMap<String, u32>,
     /// Per service: since when its slack has been healthy without interruption.
     guard_calm_since: HashMap<String, Duration>,
+    /// Per service: the last decision at which it was scaling up (pods it asked for missing).
+    scaling_seen: HashMap<String, Duration>,
     /// Per job with no workers wanted yet (target 0): since when the core has seen it waiting.
     /// Waiting jobs get their floors oldest first.
     waiting_since: HashMap<String, Duration>,
@@ -158,6 +160,17 @@ impl Memory {
         }
     }
 
+    /// Whether `service` was scaling up within `window` of `now` (`scaling` says whether it is
+    /// now): a latency query over a window keeps the excursion a scale-up explains in view for
+    /// that window after the pods are ready.
+    pub fn scaled_up_within(&mut self, service: &str, scaling: bool, now: Duration, window: Duration) -> bool {
+        if scaling {
+            self.scaling_seen.insert(service.to_string(), now);
+            return true;
+        }
+        self.scaling_seen.get(service).is_some_and(|t| now.saturating_sub(*t) <= window)
+    }
+
     /// The service's slack is low but the guard only holds: the episode goes on.
     pub fn guard_troubled(&mut self, service: &str) {
         self.guard_calm_since.remove(service);
@@ -211,5 +224,6 @@ impl Memory {
         self.guard_shrunk_at.retain(|k, _| services.contains(&k.as_str()));
         self.guard_steps.retain(|k, _| services.contains(&k.as_str()));
         self.guard_calm_since.retain(|k, _| services.contains(&k.as_str()));
+        self.scaling_seen.retain(|k, _| services.contains(&k.as_str()));
     }
 }

@@ -9,9 +9,11 @@ use super::pod_index::PodIndex;
 use super::resources::Resources;
 use super::snapshot::{PodClass, Snapshot};
 
-/// Latency that the service's own scaling explains (pods are coming, reserved for already) is not
-/// answered by shrinking training further: the guard then only holds growth. Slack that stays
-/// low once the service has the replicas it asked for points at interference, and shrinks.
+/// Latency that the service's own scaling explains (pods are coming, reserved for already, or
+/// came within the latency query's window, which still holds the excursion) is not answered by
+/// shrinking training further: the guard then only holds growth. Slack that stays low once the
+/// service has had the replicas it asked for over a whole window points at interference, and
+/// shrinks.
 pub fn apply_latency_guard(
     snap: &Snapshot,
     index: &PodIndex,
@@ -36,6 +38,10 @@ pub fn apply_latency_guard(
         }
     }
     for (svc, nodes) in snap.services.iter().zip(&hosts) {
+        // Noted at every decision, whatever the latency says now, so the window counts from
+        // the scale-up's last moment.
+        let explained =
+            memory.scaled_up_within(&svc.name, scaling_up(needs, &svc.name), snap.now, config.latency_window);
         if nodes.is_empty() {
             continue;
         }
@@ -43,8 +49,8 @@ pub fn apply_latency_guard(
         let slack = lat.slack();
         let (shrink, text) = match slack {
             None => (false, format!("latency guard: {} p99 unknown or stale", svc.name)),
-            Some(s) if s < config.latency_slack_shrink && scaling_up(needs, &svc.name) => {
-                (false, format!("latency guard: {} p99 slack {s:.2} while it scales up; holding growth", svc.name))
+            Some(s) if s < config.latency_slack_shrink && explained => {
+                (false, format!("latency guard: {} p99 slack {s:.2} while it scales up (or did within the latency window); holding growth", svc.name))
             }
             Some(s) if s < config.latency_slack_shrink => {
                 // Only a shrink that happens starts the interval.

@@ -514,6 +514,35 @@ fn negative_slack_shrinks_training_step_by_step() {
     assert_eq!(i.reason, Reason::LatencyGuard);
 }
 
+/// `violated_cluster` with web scaled to 2 by its HPA: web-1 pending (`bound` false) or running.
+fn violated_while_scaling(now: u64, bound: bool) -> Snapshot {
+    let mut s = violated_cluster(now, 4);
+    s.services[0].hpa = Some(hpa(1, 20, 2, 2));
+    s.pods.push(if bound {
+        online("web-1", "web", "n1", res(1000, 1))
+    } else {
+        pending_online("web-1", "web", res(1000, 1))
+    });
+    s
+}
+
+#[test]
+fn low_slack_within_the_latency_window_after_a_scale_up_only_holds() {
+    // A p99 over a 15 s window (the default latency_window) still shows a scale-up's excursion
+    // for 15 s after its pods are running: the guard only holds growth until then.
+    let mut core = Core::new(Config::default());
+    assert_no_intents(&core.decide(&violated_while_scaling(100, false)));
+    assert_no_intents(&core.decide(&violated_while_scaling(105, true)));
+    assert_no_intents(&core.decide(&violated_while_scaling(115, true)));
+    let d = core.decide(&violated_while_scaling(116, true));
+    let i = the_intent(&d, "a");
+    assert_eq!((i.from, i.target, i.reason), (4, 3, Reason::LatencyGuard));
+    // With a window of 0 (a p99 of the moment) it shrinks as soon as the pods are there.
+    let mut core = Core::new(Config { latency_window: Duration::ZERO, ..Config::default() });
+    assert_no_intents(&core.decide(&violated_while_scaling(100, false)));
+    assert_eq!(the_intent(&core.decide(&violated_while_scaling(101, true)), "a").reason, Reason::LatencyGuard);
+}
+
 #[test]
 fn negative_slack_shrinks_only_the_services_nodes() {
     // Same as the hold case, but slack is negative: a-3 leaves n1, a-4 on n2 stays, and the

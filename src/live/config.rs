@@ -461,6 +461,7 @@ impl RunConfig {
             ("latency_shrink_fraction", c.latency_shrink_fraction.to_string()),
             ("latency_guard_max_steps", c.latency_guard_max_steps.to_string()),
             ("latency_guard_interval", d(c.latency_guard_interval)),
+            ("latency_window", d(c.latency_window)),
             ("release_deadline", d(c.release_deadline)),
             ("waiting_reservation_after", d(c.waiting_reservation_after)),
             ("completion_time_split", c.completion_time_split.to_string()),

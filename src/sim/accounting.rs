@@ -55,6 +55,8 @@ impl World<'_> {
                 row.slo_violated = true;
             }
             row.services.push((load, replicas, ready, p99 * 1000.0));
+            let keep = spec.controller.latency_window.as_secs_f64() + spec.observation.scrape_interval.as_secs_f64();
+            self.services[s].served.record(self.now, load * dt, p99, keep);
         }
         for job in &mut self.jobs {
             job.train(self.now, dt);

@@ -21,7 +21,7 @@ use super::policy::{draw, Policy};
 use super::report::{PolicyResult, TimelineRow, YOUNG_VICTIM_S};
 use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::HpaSync;
-use super::service::{p99_seconds, utilization, HpaState};
+use super::service::{p99_seconds, utilization, HpaState, LatencyHistory};
 use super::window_plan::Window;
 use crate::core::{Core, Sample, ScaleIntent, WorkReport};
 
@@ -33,6 +33,8 @@ pub struct SimService {
     pub samples: VecDeque<Sample>,
     /// The controller's last p99 sample, seconds.
     pub p99_sample: Option<f64>,
+    /// Each step's requests and their p99, for the p99 samples.
+    pub served: LatencyHistory,
     /// Every sync of its HPA so far.
     pub syncs: Vec<HpaSync>,
     /// When the pods its ReplicaSet has yet to create will appear, soonest first.
@@ -125,6 +127,7 @@ impl<'a> World<'a> {
                 load,
                 samples: VecDeque::new(),
                 p99_sample: None,
+                served: LatencyHistory::default(),
                 syncs: Vec::new(),
                 creating: VecDeque::new(),
             });
@@ -269,7 +272,8 @@ impl<'a> World<'a> {
     }
 
     /// The controller's samples of service `s`: the load as a rate over the load window, and
-    /// the p99 the latency model gives now.
+    /// the p99 of the requests served over the latency window (the model's p99 of the moment
+    /// before any step was served), both ending at Prometheus' newest scrape.
     fn sample_service(&mut self, s: usize) {
         let now = self.now;
         let spec = &self.scenario.spec;
@@ -278,8 +282,12 @@ impl<'a> World<'a> {
         // The rate ends at Prometheus' newest scrape: half a scrape interval ago, on average.
         let seen_at = now - spec.observation.scrape_interval.as_secs_f64() / 2.0;
         let rate = mean_load(&self.scenario.loads[s], seen_at - window, seen_at);
+        let latency_window = spec.controller.latency_window.as_secs_f64();
         let (_, ready) = self.replica_counts(s);
-        let p99 = p99_seconds(svc, utilization(svc, self.services[s].load, ready));
+        let load = self.services[s].load;
+        let newest =
+            (load * spec.observation.scrape_interval.as_secs_f64(), p99_seconds(svc, utilization(svc, load, ready)));
+        let p99 = self.services[s].served.p99_with(seen_at - latency_window, seen_at, newest);
         let load_signal = self.window.as_ref().is_none_or(|w| w.load_signal);
         let latency_signal = self.window.as_ref().is_none_or(|w| w.latency_signal);
         let state = &mut self.services[s];

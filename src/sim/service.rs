@@ -100,6 +100,63 @@ pub fn p99_seconds(spec: &ServiceSpec, rho: f64) -> f64 {
     base / (1.0 - rho.min(0.99)).max(0.01)
 }
 
+/// The p99 of each step's requests, kept for the controller's p99 samples: a Prometheus
+/// histogram's quantile over a window is of all the requests served in it.
+#[derive(Debug, Default)]
+pub struct LatencyHistory {
+    /// (step start, requests served, their p99 in seconds), oldest first.
+    steps: VecDeque<(f64, f64, f64)>,
+}
+
+impl LatencyHistory {
+    /// Records a step and forgets the steps that ended more than `keep` seconds before it.
+    pub fn record(&mut self, at: f64, requests: f64, p99: f64, keep: f64) {
+        self.steps.push_back((at, requests, p99));
+        while self.steps.front().is_some_and(|s| s.0 < at - keep) {
+            self.steps.pop_front();
+        }
+    }
+
+    /// The p99 of the requests of the steps that started in `(from, to]` and of `newest`
+    /// (requests, p99) of the moment.
+    pub fn p99_with(&self, from: f64, to: f64, newest: (f64, f64)) -> f64 {
+        let mut parts: Vec<(f64, f64)> =
+            self.steps.iter().filter(|s| s.0 > from && s.0 <= to).map(|s| (s.1, s.2)).collect();
+        parts.push(newest);
+        pooled_p99(&parts).unwrap_or(newest.1)
+    }
+}
+
+/// The p99 of requests pooled from parts of (requests, p99). The model's p99, base / (1 - rho),
+/// is an M/M/1 sojourn time's, which is exponential: a part's requests slower than x are
+/// 100^(-x / p99) of them. The pooled p99 is the x where the slower requests of all parts are 1%
+/// of all: between the parts' smallest and largest p99. Parts without requests count once each
+/// when no part has any (an idle window still has a latency to report).
+pub fn pooled_p99(parts: &[(f64, f64)]) -> Option<f64> {
+    if let [only] = parts {
+        return Some(only.1);
+    }
+    let total: f64 = parts.iter().map(|p| p.0.max(0.0)).sum();
+    let weight = |p: &(f64, f64)| if total > 0.0 { p.0.max(0.0) } else { 1.0 };
+    let total = if total > 0.0 { total } else { parts.len() as f64 };
+    let slower = |x: f64| parts.iter().map(|p| weight(p) * 100f64.powf(-x / p.1)).sum::<f64>() / total;
+    let mut lo = parts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let mut hi = parts.iter().map(|p| p.1).fold(0.0, f64::max);
+    if !lo.is_finite() || lo <= 0.0 {
+        return parts.first().map(|p| p.1);
+    }
+    // `slower` falls as x grows: at lo at least 1% are slower, at hi at most 1%.
+    while hi - lo > hi * 1e-6 {
+        let mid = (lo + hi) / 2.0;
+        if slower(mid) > 0.01 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some((lo + hi) / 2.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +164,45 @@ mod tests {
     /// The same service as the sim model tests use (min 2, max 50, 50% target, 100 rps each).
     fn spec() -> ServiceSpec {
         crate::sim::tests::service_spec()
+    }
+
+    #[test]
+    fn pooled_p99_is_of_all_requests_not_of_the_worst_moment() {
+        // One part alone: its own p99.
+        assert!((pooled_p99(&[(100.0, 0.2)]).unwrap() - 0.2).abs() < 1e-6);
+        // Equal parts with one p99: that p99.
+        assert!((pooled_p99(&[(100.0, 0.2), (100.0, 0.2)]).unwrap() - 0.2).abs() < 1e-6);
+        // One overloaded second in a minute of 100 requests a second: the window's p99 lies
+        // between the calm seconds' and the overloaded one's, far below the latter.
+        let mut parts = vec![(100.0, 0.02); 59];
+        parts.push((100.0, 2.0));
+        let p = pooled_p99(&parts).unwrap();
+        assert!(p > 0.1 && p < 0.3, "{p}");
+        // Half the requests overloaded: the pooled p99 is close to theirs.
+        let p = pooled_p99(&[(100.0, 0.02), (100.0, 2.0)]).unwrap();
+        assert!(p > 1.5 && p < 2.0, "{p}");
+        // No requests anywhere: each part counts once.
+        assert!((pooled_p99(&[(0.0, 0.05)]).unwrap() - 0.05).abs() < 1e-6);
+        assert_eq!(pooled_p99(&[]), None);
+    }
+
+    #[test]
+    fn latency_history_pools_the_window_and_forgets_what_is_older() {
+        let mut h = LatencyHistory::default();
+        // 20 s of 100 requests a second at 20 ms, then one second at 2 s.
+        for t in 0..20 {
+            h.record(t as f64, 100.0, 0.02, 16.0);
+        }
+        h.record(20.0, 100.0, 2.0, 16.0);
+        // Kept: the steps of the last 16 s.
+        assert_eq!(h.steps.len(), 17);
+        // A window holding the slow second: its p99 is far above the calm one's.
+        let held = h.p99_with(5.5, 20.5, (100.0, 0.02));
+        assert!(held > 0.1 && held < 2.0, "{held}");
+        // A window ending before it: the calm p99.
+        assert!((h.p99_with(3.5, 18.5, (100.0, 0.02)) - 0.02).abs() < 1e-6);
+        // An empty window: the moment's.
+        assert_eq!(h.p99_with(20.5, 20.5, (100.0, 0.05)), 0.05);
     }
 
     #[test]

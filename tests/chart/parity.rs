@@ -46,13 +46,14 @@ fn service(extra: &str) -> String {
     format!("services:\n  - name: a\n    namespace: web\n{extra}")
 }
 
-const DURATIONS: [&str; 15] = [
+const DURATIONS: [&str; 16] = [
     "controller.forecast_horizon",
     "controller.hpa_sync_period",
     "controller.trend_window",
     "controller.grow_stabilization",
     "controller.grow_payback",
     "controller.latency_guard_interval",
+    "controller.latency_window",
     "controller.release_deadline",
     "controller.waiting_reservation_after",
     "run.tick",
