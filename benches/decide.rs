@@ -77,6 +77,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 }),
                 load: Vec::new(),
                 latency: Some(Latency { p99: Some(Duration::from_millis(80)), slo_p99: Duration::from_millis(250) }),
+                headroom_replicas: 0,
             }
         })
         .collect();

@@ -93,6 +93,7 @@ fn cluster(nodes: usize) -> Cluster {
             selector: Some(LabelSelector::parse(&format!("app=svc{s}")).expect("a selector")),
             hpa: Some(format!("svc{s}")),
             slo_p99: Some(Duration::from_millis(250)),
+            headroom_replicas: 0,
             load: Vec::new(),
             p99: Some(Duration::from_millis(80)),
         })

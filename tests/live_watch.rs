@@ -105,6 +105,7 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
         selector: Some(LabelSelector::parse("app=nginx").unwrap()),
         hpa: Some("nginx".into()),
         slo_p99: None,
+        headroom_replicas: 0,
         load: Vec::new(),
         p99: None,
     }];

@@ -280,6 +280,7 @@ fn service(namespace: &str, name: &str, load: Option<MetricSource>, latency: Opt
         slo_p99: latency.as_ref().map(|_| Duration::from_millis(250)),
         load,
         latency_p99: latency,
+        headroom_replicas: 0,
     }
 }
 
@@ -307,6 +308,7 @@ fn view(services: &[ServiceSource], readings: &BTreeMap<String, ServiceReading>)
                 selector: None,
                 hpa: None,
                 slo_p99: s.slo_p99,
+                headroom_replicas: s.headroom_replicas,
                 load: reading.load.clone(),
                 p99: reading.p99,
             }

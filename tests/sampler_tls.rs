@@ -28,6 +28,7 @@ fn service(name: &str, load: MetricSource) -> ServiceSource {
         slo_p99: None,
         load: Some(load),
         latency_p99: None,
+        headroom_replicas: 0,
     }
 }
 

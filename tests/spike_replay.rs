@@ -454,8 +454,8 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
 
 /// `colocate run`'s configuration: the scenario's service by its HPA, and with a load signal
 /// its request rate over the scenario's `observation.load_window`, sampled every
-/// `observation.sample_interval`; jobs polled every `observation.status_interval`. Every
-/// decision setting is the default (the scenario sets none).
+/// `observation.sample_interval`, and its standing headroom; jobs polled every
+/// `observation.status_interval`. Every decision setting is the default (the scenario sets none).
 fn controller_config(scenario: &Scenario, prometheus: Option<String>) -> String {
     let o = &scenario.spec.observation;
     let secs = |d: Duration| format!("{}ms", d.as_millis());
@@ -465,6 +465,10 @@ fn controller_config(scenario: &Scenario, prometheus: Option<String>) -> String 
         secs(o.status_interval)
     );
     let mut service = "  - name: nginx\n    namespace: web\n    hpa: nginx\n".to_string();
+    let headroom = scenario.spec.services[0].headroom_replicas;
+    if headroom > 0 {
+        service += &format!("    headroom_replicas: {headroom}\n");
+    }
     if let Some(url) = prometheus {
         run += &format!("  prometheus_url: {url}\n");
         service += &format!(

@@ -47,11 +47,11 @@ fn shipped_philly_bursts_finish_jobs_far_sooner_than_gang_backfill() {
         assert!(colocate.p95_queueing_s <= backfill.p95_queueing_s, "{name}: {colocate:?}");
         assert!(colocate.unfinished_jobs <= backfill.unfinished_jobs, "{name}");
         assert_eq!(colocate.forced_preemptions, 0, "{name}");
-        // The LLM service's pods do not preempt (preemption_policy: Never): they wait for the
-        // releases, which take the GPU workers' 30 s grace period. Its SLO seconds stay within
-        // 5% of the online-only floor (7,940 against 7,710 today; the floor itself is the HPA
-        // lagging the ELB trace's steps).
-        assert!(colocate.slo_violation_s <= online.slo_violation_s * 1.05, "{name}: {colocate:?} vs {online:?}");
+        // The LLM service's pods do not preempt (preemption_policy: Never), and its load steps
+        // faster than a GPU worker's 30 s release; with room for 4 more replicas kept
+        // (headroom_replicas: 4) its SLO seconds are at the online-only floor, within a step
+        // (7,790 and 7,790; without the headroom 8,010: pods waited out the releases).
+        assert!(colocate.slo_violation_s <= online.slo_violation_s + 10.0, "{name}: {colocate:?} vs {online:?}");
     }
 }
 

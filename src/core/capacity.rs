@@ -40,6 +40,8 @@ pub struct OnlineNeed {
     pub bound: u32,
     /// Replicas to make room for.
     pub expected: u32,
+    /// Replicas' worth of room kept free beyond `expected` (`Service::headroom_replicas`).
+    pub headroom: u32,
     pub because: String,
     /// Its load is rising: more pods are likely to follow the ones reserved for.
     pub rising: bool,
@@ -59,8 +61,14 @@ impl NodeRoom {
 }
 
 impl OnlineNeed {
+    /// Replicas expected that are not bound yet: the service is scaling up while any are.
     pub fn missing(&self) -> u32 {
         self.expected.saturating_sub(self.bound)
+    }
+
+    /// Replicas' worth of room to reserve: the missing ones and the standing headroom.
+    pub fn to_reserve(&self) -> u32 {
+        self.missing() + self.headroom
     }
 }
 
@@ -111,11 +119,17 @@ pub fn online_needs(
             let ceiling = h.max_replicas.max(expected);
             expected = (c.bound + rounded).min(ceiling);
         }
+        // Standing room on top of every reservation, so the first replicas of a step the
+        // signals have not shown yet find it free whatever the release latency; never beyond
+        // the HPA's ceiling.
+        let ceiling = svc.hpa.as_ref().map_or(u32::MAX, |h| h.max_replicas.max(expected));
+        let headroom = expected.saturating_add(svc.headroom_replicas).min(ceiling) - expected;
         needs.push(OnlineNeed {
             service: svc.name.clone(),
             replica: svc.replica,
             bound: c.bound,
             expected,
+            headroom,
             because,
             rising,
         });
@@ -129,6 +143,7 @@ pub fn online_needs(
             replica: req,
             bound: c.bound,
             expected: c.bound + c.pending,
+            headroom: 0,
             because: format!("{} pending pods", c.pending),
             rising: false,
         });
@@ -172,13 +187,13 @@ pub fn node_rooms(
     let mut spread = SpreadIndex::new(&rooms);
     for need in needs {
         let mut per_node: NameMap<usize, u32> = NameMap::default();
-        for _ in 0..need.missing() {
+        for _ in 0..need.to_reserve() {
             let pick = spread.pick(&rooms, &need.replica);
             let Some(i) = pick else {
                 unplaced.push(format!(
                     "{}: {} replicas will not fit even without training",
                     need.service,
-                    need.missing() - per_node.values().sum::<u32>()
+                    need.to_reserve() - per_node.values().sum::<u32>()
                 ));
                 break;
             };
@@ -193,9 +208,15 @@ pub fn node_rooms(
         let mut placed: Vec<_> = per_node.into_iter().collect();
         placed.sort();
         for (i, n) in placed {
-            rooms[i]
-                .pressure
-                .push((Reason::OnlineHeadroom, format!("{n} {} pod(s) coming ({})", need.service, need.because)));
+            let text = match (need.missing(), need.headroom) {
+                (_, 0) => format!("{n} {} pod(s) coming ({})", need.service, need.because),
+                (0, _) => format!("room for {n} {} replica(s) kept as standing headroom", need.service),
+                (m, h) => format!(
+                    "room for {n} {} replica(s): of {m} pod(s) coming ({}) and {h} of standing headroom",
+                    need.service, need.because
+                ),
+            };
+            rooms[i].pressure.push((Reason::OnlineHeadroom, text));
         }
     }
 

@@ -65,6 +65,10 @@ pub struct Service {
     /// Recent load samples (requests/s), oldest first; used for the trend only.
     pub load: Vec<Sample>,
     pub latency: Option<Latency>,
+    /// Replicas' worth of room kept free of training beyond what the service is expected to
+    /// need (at most up to its HPA's `max_replicas`): standing headroom for a load that steps
+    /// faster than a release, as overprovisioning pods keep it.
+    pub headroom_replicas: u32,
 }
 
 #[derive(Clone, Debug)]

@@ -57,7 +57,7 @@ pub(super) fn workers(job: &str, node: &str, ids: std::ops::Range<u32>, requests
 
 /// A service without HPA, load samples or latency.
 pub(super) fn service(name: &str, replica: Resources) -> Service {
-    Service { name: name.into(), replica, hpa: None, load: Vec::new(), latency: None }
+    Service { name: name.into(), replica, hpa: None, load: Vec::new(), latency: None, headroom_replicas: 0 }
 }
 
 pub(super) fn hpa(min: u32, max: u32, current: u32, desired: u32) -> Hpa {

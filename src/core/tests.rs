@@ -161,6 +161,43 @@ fn forecast_is_capped_by_scale_up_step_and_max_replicas() {
 }
 
 #[test]
+fn standing_headroom_is_reserved_beyond_the_forecast_up_to_max_replicas() {
+    // 4 ready, HPA at rest at its target: nothing coming, 2 replicas of headroom are held.
+    let mut s = forecast_cluster(4, 20, (0.6, 0.6), vec![]);
+    s.services[0].headroom_replicas = 2;
+    let d = decide_once(Config::default(), &s);
+    assert_eq!((need(&d, "web").expected, need(&d, "web").headroom, need(&d, "web").missing()), (4, 2, 0));
+    assert_eq!(node_cap(&d, "n1").reserved_online, res(1000, 2));
+    // On top of a forecast of 6: 8 replicas' worth of room, 2 of them headroom.
+    let mut s = forecast_cluster(4, 20, (0.9, 0.6), vec![]);
+    s.services[0].headroom_replicas = 2;
+    let d = decide_once(Config::default(), &s);
+    assert_eq!((need(&d, "web").expected, need(&d, "web").headroom), (6, 2));
+    assert_eq!(node_cap(&d, "n1").reserved_online, res(2000, 4));
+    // Never beyond max_replicas: at 7 of 7, none.
+    let mut s = forecast_cluster(7, 7, (0.6, 0.6), vec![]);
+    s.services[0].headroom_replicas = 2;
+    let d = decide_once(Config::default(), &s);
+    assert_eq!(need(&d, "web").headroom, 0);
+    assert_eq!(node_cap(&d, "n1").reserved_online, Resources::ZERO);
+}
+
+#[test]
+fn standing_headroom_takes_room_from_training_but_is_not_a_scale_up() {
+    // n1: web-0 (1 CPU), 4 workers of 1 CPU, 3 CPU free; 4 replicas of headroom need one more
+    // CPU, so one worker goes. web's p99 is over its SLO and nothing is coming: the guard
+    // still shrinks (headroom is not a scale-up that explains the latency), by a quarter of
+    // the training CPU there: the same worker.
+    let mut s = violated_cluster(100, 4);
+    s.services[0].headroom_replicas = 4;
+    let d = decide_once(Config::default(), &s);
+    let i = the_intent(&d, "a");
+    assert_eq!((i.from, i.target), (4, 3));
+    assert!(i.why.contains("standing headroom"), "{}", i.why);
+    assert!(i.why.contains("latency guard"), "{}", i.why);
+}
+
+#[test]
 fn rising_load_enlarges_the_forecast() {
     let flat = load(&[130.0, 130.0, 130.0, 130.0]);
     assert_eq!(forecast(4, 20, (0.9, 0.6), flat), 6);

@@ -588,6 +588,7 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
                         replica: rng.pick(&replicas),
                         bound,
                         expected: bound + rng.below(40) as u32,
+                        headroom: rng.below(3) as u32,
                         because: "test".into(),
                         rising: false,
                     }
@@ -613,12 +614,12 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
             }
             let mut expected_unplaced = Vec::new();
             for need in &needs {
-                for k in 0..need.missing() {
+                for k in 0..need.missing() + need.headroom {
                     let Some(i) = linear_spread(&expected, &need.replica) else {
                         expected_unplaced.push(format!(
                             "{}: {} replicas will not fit even without training",
                             need.service,
-                            need.missing() - k
+                            need.missing() + need.headroom - k
                         ));
                         break;
                     };

@@ -186,6 +186,11 @@ pub struct ServiceSource {
     pub load: Option<MetricSource>,
     #[serde(default)]
     pub latency_p99: Option<MetricSource>,
+    /// Replicas' worth of room kept free of training beyond what the service is expected to
+    /// need, up to its HPA's `maxReplicas`: standing headroom for loads that step faster than
+    /// workers leave (the first pods of a step find room without preempting anyone).
+    #[serde(default)]
+    pub headroom_replicas: u32,
 }
 
 /// Where a number comes from: a PromQL query on the Prometheus server, or a metric scraped

@@ -26,6 +26,8 @@ pub struct OnlineService {
     pub selector: Option<LabelSelector>,
     pub hpa: Option<String>,
     pub slo_p99: Option<Duration>,
+    /// Standing headroom, in replicas (`ServiceSource::headroom_replicas`).
+    pub headroom_replicas: u32,
     /// Fresh load samples (stale ones already dropped by the sampler).
     pub load: Vec<Sample>,
     /// `None` when the latency sample is missing or stale.
@@ -139,6 +141,7 @@ pub fn snapshot<'s>(state: &'s mut ClusterState, inputs: &Inputs) -> (&'s Snapsh
                 hpa,
                 load: s.load.clone(),
                 latency: s.slo_p99.map(|slo| Latency { p99: s.p99, slo_p99: slo }),
+                headroom_replicas: s.headroom_replicas,
             }
         })
         .collect();
@@ -287,6 +290,7 @@ mod tests {
             selector: Some(LabelSelector::parse("app=nginx").unwrap()),
             hpa: Some("nginx".into()),
             slo_p99: Some(Duration::from_millis(250)),
+            headroom_replicas: 0,
             load: Vec::new(),
             p99: None,
         }];

@@ -72,6 +72,7 @@ fn build_snapshot(world: &World) -> Snapshot {
                     desired_replicas: state.hpa.desired,
                     metric: state.hpa.observed.map(|current| HpaMetric { current, target: svc.hpa.target_utilization }),
                 }),
+                headroom_replicas: svc.headroom_replicas,
                 load: state.samples.iter().copied().collect(),
                 latency: Some(Latency {
                     p99: state.p99_sample.map(Duration::from_secs_f64),

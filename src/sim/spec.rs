@@ -95,6 +95,10 @@ pub struct ServiceSpec {
     /// baselines always preempt: that is what they stand for.
     #[serde(default)]
     pub preemption_policy: PreemptionPolicy,
+    /// Added key: replicas' worth of room `colocate` keeps free of training beyond what the
+    /// service is expected to need, up to its `max_replicas` (its live `headroom_replicas`).
+    #[serde(default)]
+    pub headroom_replicas: u32,
 }
 
 /// A PriorityClass's `preemptionPolicy`, spelt as Kubernetes spells it.

@@ -67,6 +67,7 @@ impl ServiceDirectory {
                 slo_p99: None,
                 load: None,
                 latency_p99: None,
+                headroom_replicas: 0,
             })
             .collect()
     }
@@ -134,6 +135,7 @@ impl ServiceDirectory {
                     selector,
                     hpa: s.hpa,
                     slo_p99: s.slo_p99,
+                    headroom_replicas: s.headroom_replicas,
                     load: reading.load,
                     p99: reading.p99,
                 }

@@ -9,6 +9,7 @@ fn service(name: &str, load: Option<MetricSource>, latency: Option<MetricSource>
         slo_p99: Some(Duration::from_millis(250)),
         load,
         latency_p99: latency,
+        headroom_replicas: 0,
     }
 }
 

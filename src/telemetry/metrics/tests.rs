@@ -256,6 +256,7 @@ fn training_cpu_per_service_counts_workers_on_the_services_nodes_only() {
         hpa: None,
         load: vec![],
         latency: None,
+        headroom_replicas: 0,
     });
     let m = Metrics::new();
     m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
