@@ -26,6 +26,7 @@ services:
     selector: app=api,tier in (front)
     load:
       scrape: {url: "http://api.web:9113/metrics", metric: nginx_http_requests_total}
+    headroom_replicas: 2
 "#;
 
 fn check(yaml: &str, env: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf, Option<i32>, String, String) {
@@ -55,7 +56,7 @@ fn prints_the_effective_settings() {
         "  debounce: 100ms",
         "  dry_run: false",
         "  - web/nginx: pods by HPA nginx, p99 SLO 250ms",
-        "  - web/api: pods by selector app=api,tier in (front)",
+        "  - web/api: pods by selector app=api,tier in (front), room kept for 2 more replicas",
     ] {
         assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}");
     }

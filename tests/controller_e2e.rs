@@ -195,15 +195,7 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
             .filter(|e| e["regarding"]["name"] == "ja-master" && (e["reason"] == "Shrink" || e["reason"] == "Grow"))
             .max_by_key(|e| at(e))?;
         let note = newest["note"].as_str()?.to_string();
-        let annotation = bed_ref.kubectl_run(&[
-            "get",
-            "service",
-            "-n",
-            "ml",
-            "ja-master",
-            "-o",
-            "jsonpath={.metadata.annotations.colocate\\.dev/last-decision}",
-        ]);
+        let annotation = cluster::last_decision(bed_ref, "ml", "ja-master");
         annotation.trim_end().ends_with(&note).then_some(())
     })
     .await;

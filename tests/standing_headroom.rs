@@ -69,7 +69,8 @@ async fn a_scale_up_within_the_headroom_lands_at_once_and_the_headroom_is_restor
     set_hpa(&client, 6, 6).await;
 
     // The headroom is kept again, now above 6 replicas (up to maxReplicas 10): 16 - 10 = 6 CPU
-    // at most for training.
+    // at most for training, and it stays so once the pods serve, past the growth stabilization
+    // window (3 s) and a few 1 s ticks (a headroom lost with the scale-up would let it regrow).
     let restored = eventually(Duration::from_secs(30), "training to shrink back to the headroom", || {
         let client = client.clone();
         async move {
@@ -78,7 +79,12 @@ async fn a_scale_up_within_the_headroom_lands_at_once_and_the_headroom_is_restor
         }
     })
     .await;
-    eprintln!("after the scale-up the job shrank to {restored} workers");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let kept = workers(&client).await;
+    eprintln!("after the scale-up the job shrank to {restored} workers, {kept} 8 s later");
+    assert!(kept <= 6, "{kept} workers: the headroom above 6 NGINX replicas was not kept");
+    let why = cluster::last_decision(&bed, "ml", "ja-master");
+    assert!(why.contains("standing headroom"), "the last decision does not name the headroom: {why}");
     assert!(
         job.commands().iter().any(|c| c.reason == "online-headroom" && c.target <= 6),
         "no shrink to restore the headroom: {:?}",

@@ -38,6 +38,8 @@ pub struct OnlineNeed {
     pub replica: Resources,
     /// Replicas bound to a node now.
     pub bound: u32,
+    /// Replicas ready now (bound pods still starting are not).
+    pub ready: u32,
     /// Replicas to make room for.
     pub expected: u32,
     /// Replicas' worth of room kept free beyond `expected` (`Service::headroom_replicas`).
@@ -61,14 +63,15 @@ impl NodeRoom {
 }
 
 impl OnlineNeed {
-    /// Replicas expected that are not bound yet: the service is scaling up while any are.
+    /// Replicas expected that are not bound yet: room is reserved for them.
     pub fn missing(&self) -> u32 {
         self.expected.saturating_sub(self.bound)
     }
 
-    /// Replicas' worth of room to reserve: the missing ones and the standing headroom.
-    pub fn to_reserve(&self) -> u32 {
-        self.missing() + self.headroom
+    /// Replicas expected that do not serve yet (not bound, or bound and starting): the service
+    /// is scaling up, and its latency is its own lag, until they all serve.
+    pub fn scaling_up(&self) -> bool {
+        self.ready < self.expected
     }
 }
 
@@ -128,6 +131,7 @@ pub fn online_needs(
             service: svc.name.clone(),
             replica: svc.replica,
             bound: c.bound,
+            ready: c.ready,
             expected,
             headroom,
             because,
@@ -142,6 +146,7 @@ pub fn online_needs(
             service: name.to_string(),
             replica: req,
             bound: c.bound,
+            ready: c.ready,
             expected: c.bound + c.pending,
             headroom: 0,
             because: format!("{} pending pods", c.pending),
@@ -185,37 +190,24 @@ pub fn node_rooms(
 
     let mut unplaced = Vec::new();
     let mut spread = SpreadIndex::new(&rooms);
+    // Pods coming first, for every service; standing headroom only in the room left after
+    // them, so one service's optional room never displaces another's pods.
     for need in needs {
-        let mut per_node: NameMap<usize, u32> = NameMap::default();
-        for _ in 0..need.to_reserve() {
-            let pick = spread.pick(&rooms, &need.replica);
-            let Some(i) = pick else {
-                unplaced.push(format!(
-                    "{}: {} replicas will not fit even without training",
-                    need.service,
-                    need.to_reserve() - per_node.values().sum::<u32>()
-                ));
-                break;
-            };
-            let before = SpreadIndex::keys(i, &rooms[i]);
-            let room = &mut rooms[i];
-            room.free -= need.replica;
-            room.training_room -= need.replica;
-            room.reserved += need.replica;
-            spread.refile(before, i, room);
-            *per_node.entry(i).or_default() += 1;
+        let (per_node, short) = reserve(&mut rooms, &mut spread, need.replica, need.missing());
+        if short > 0 {
+            unplaced.push(format!("{}: {short} replicas will not fit even without training", need.service));
         }
-        let mut placed: Vec<_> = per_node.into_iter().collect();
-        placed.sort();
-        for (i, n) in placed {
-            let text = match (need.missing(), need.headroom) {
-                (_, 0) => format!("{n} {} pod(s) coming ({})", need.service, need.because),
-                (0, _) => format!("room for {n} {} replica(s) kept as standing headroom", need.service),
-                (m, h) => format!(
-                    "room for {n} {} replica(s): of {m} pod(s) coming ({}) and {h} of standing headroom",
-                    need.service, need.because
-                ),
-            };
+        for (i, n) in per_node {
+            let text = format!("{n} {} pod(s) coming ({})", need.service, need.because);
+            rooms[i].pressure.push((Reason::OnlineHeadroom, text));
+        }
+    }
+    for need in needs.iter().filter(|n| n.headroom > 0) {
+        // Headroom that does not fit is not a problem to report: it is room kept where there
+        // is some.
+        let (per_node, _) = reserve(&mut rooms, &mut spread, need.replica, need.headroom);
+        for (i, n) in per_node {
+            let text = format!("room for {n} {} replica(s) kept as standing headroom", need.service);
             rooms[i].pressure.push((Reason::OnlineHeadroom, text));
         }
     }
@@ -226,6 +218,32 @@ pub fn node_rooms(
         }
     }
     (rooms, unplaced)
+}
+
+/// Reserves room for `count` replicas of `replica`, each where the scheduler would put it.
+/// Returns how many went on each node (by node index) and how many found no node.
+fn reserve(
+    rooms: &mut [NodeRoom],
+    spread: &mut SpreadIndex,
+    replica: Resources,
+    count: u32,
+) -> (Vec<(usize, u32)>, u32) {
+    let mut per_node: NameMap<usize, u32> = NameMap::default();
+    let mut placed = 0;
+    while placed < count {
+        let Some(i) = spread.pick(rooms, &replica) else { break };
+        let before = SpreadIndex::keys(i, &rooms[i]);
+        let room = &mut rooms[i];
+        room.free -= replica;
+        room.training_room -= replica;
+        room.reserved += replica;
+        spread.refile(before, i, room);
+        *per_node.entry(i).or_default() += 1;
+        placed += 1;
+    }
+    let mut per_node: Vec<_> = per_node.into_iter().collect();
+    per_node.sort();
+    (per_node, count - placed)
 }
 
 /// The scheduler's choice for a new online pod: the node with the most free room where it fits;

@@ -99,5 +99,5 @@ pub fn apply_latency_guard(
 }
 
 fn scaling_up(needs: &[OnlineNeed], service: &str) -> bool {
-    needs.iter().any(|n| n.service == service && n.missing() > 0)
+    needs.iter().any(|n| n.service == service && n.scaling_up())
 }

@@ -198,6 +198,27 @@ fn standing_headroom_takes_room_from_training_but_is_not_a_scale_up() {
 }
 
 #[test]
+fn standing_headroom_never_displaces_another_services_coming_pods() {
+    // n1 (8 CPU): web-0 and api-0 bound, api-1 and api-2 pending: 6 CPU free. web wants 8
+    // replicas of headroom, listed first; api's two pods get their room, the headroom what is
+    // left (4), and nothing is reported as not fitting.
+    let r = res(1000, 1);
+    let mut web = service("web", r);
+    web.headroom_replicas = 8;
+    let pods = vec![
+        online("web-0", "web", "n1", r),
+        online("api-0", "api", "n1", r),
+        pending_online("api-1", "api", r),
+        pending_online("api-2", "api", r),
+    ];
+    let s = snap(100, vec![node("n1", 8000, 32)], pods, vec![web, service("api", r)], vec![]);
+    let d = decide_once(Config::default(), &s);
+    assert_eq!(node_cap(&d, "n1").reserved_online, res(6000, 6));
+    assert_eq!((need(&d, "api").missing(), need(&d, "web").headroom), (2, 8));
+    assert!(d.notes.is_empty(), "{:?}", d.notes);
+}
+
+#[test]
 fn rising_load_enlarges_the_forecast() {
     let flat = load(&[130.0, 130.0, 130.0, 130.0]);
     assert_eq!(forecast(4, 20, (0.9, 0.6), flat), 6);
@@ -574,10 +595,14 @@ fn low_slack_within_the_latency_window_after_a_scale_up_only_holds() {
     let d = core.decide(&violated_while_scaling(116, true));
     let i = the_intent(&d, "a");
     assert_eq!((i.from, i.target, i.reason), (4, 3, Reason::LatencyGuard));
-    // With a window of 0 (a p99 of the moment) it shrinks as soon as the pods are there.
+    // With a window of 0 (a p99 of the moment) it shrinks as soon as the pods serve; a pod
+    // bound but still starting does not serve yet.
     let mut core = Core::new(Config { latency_window: Duration::ZERO, ..Config::default() });
     assert_no_intents(&core.decide(&violated_while_scaling(100, false)));
-    assert_eq!(the_intent(&core.decide(&violated_while_scaling(101, true)), "a").reason, Reason::LatencyGuard);
+    let mut starting = violated_while_scaling(101, true);
+    starting.pods.last_mut().unwrap().ready = false;
+    assert_no_intents(&core.decide(&starting));
+    assert_eq!(the_intent(&core.decide(&violated_while_scaling(102, true)), "a").reason, Reason::LatencyGuard);
 }
 
 #[test]

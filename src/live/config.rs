@@ -510,6 +510,9 @@ impl RunConfig {
             if let Some(slo) = s.slo_p99 {
                 out.push_str(&format!(", p99 SLO {}", d(slo)));
             }
+            if s.headroom_replicas > 0 {
+                out.push_str(&format!(", room kept for {} more replicas", s.headroom_replicas));
+            }
             out.push('\n');
         }
         out

@@ -374,6 +374,13 @@ impl Drop for ElasticJob {
     }
 }
 
+/// The `colocate.dev/last-decision` annotation the controller keeps on a job's master Service:
+/// its latest decision about the job, with the why.
+pub fn last_decision(bed: &Testbed, ns: &str, master_service: &str) -> String {
+    let jsonpath = "jsonpath={.metadata.annotations.colocate\\.dev/last-decision}";
+    bed.kubectl_run(&["get", "service", "-n", ns, master_service, "-o", jsonpath])
+}
+
 /// Pods of `ns` matching `selector`: (bound and not terminating, pending for lack of room).
 pub async fn pod_counts(client: &Client, ns: &str, selector: &str) -> (usize, usize) {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
