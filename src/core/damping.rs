@@ -19,7 +19,8 @@ pub struct Memory {
     guard_steps: HashMap<String, u32>,
     /// Per service: since when its slack has been healthy without interruption.
     guard_calm_since: HashMap<String, Duration>,
-    /// Per service: the last decision at which it was scaling up (pods it asked for missing).
+    /// Per service: the last decision at which it was scaling up (replicas it expects not all
+    /// serving yet: not bound, or bound and starting; `OnlineNeed::scaling_up`).
     scaling_seen: HashMap<String, Duration>,
     /// Per job with no workers wanted yet (target 0): since when the core has seen it waiting.
     /// Waiting jobs get their floors oldest first.

@@ -109,7 +109,7 @@ pub struct LatencyHistory {
 }
 
 impl LatencyHistory {
-    /// Records a step and forgets the steps that ended more than `keep` seconds before it.
+    /// Records a step and forgets the steps that started more than `keep` seconds before it.
     pub fn record(&mut self, at: f64, requests: f64, p99: f64, keep: f64) {
         self.steps.push_back((at, requests, p99));
         while self.steps.front().is_some_and(|s| s.0 < at - keep) {
