@@ -359,7 +359,7 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         let scrape = format!("{}ms", scenario.spec.observation.scrape_interval.as_millis());
         let prometheus_config = format!(
             "global: {{scrape_interval: {scrape}, evaluation_interval: {scrape}}}\nscrape_configs:\n  - job_name: load\n    static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
-            exporter.port
+            exporter.port()
         );
         let prometheus = Prometheus::start(signal_dir.path(), free_port(), &prometheus_config).await;
         signal = Some((exporter, prometheus));

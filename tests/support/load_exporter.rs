@@ -8,12 +8,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::routing::get;
-use axum::Router;
 use colocate::sim::load::LoadCurve;
 
-/// Integration step, seconds of scenario time.
-const STEP_S: f64 = 0.05;
+use super::metrics_server::MetricsServer;
 
 pub const METRIC: &str = "spike_requests_total";
 
@@ -37,17 +34,16 @@ impl State {
     }
 
     /// Brings the counter up to `now`: the load integrated over the wall time since the last
-    /// update (before the window, at the window's first value).
+    /// update (before the window, at the window's first value), exactly as replay integrates
+    /// it (`LoadCurve::mean`).
     fn advance(&mut self, now: Instant) {
         let wall = now.duration_since(self.last_update).as_secs_f64();
         let to = self.scenario_time(now);
         let held = (wall - (to - self.last_t)).max(0.0);
         self.total += held * self.curve.at(self.from_s);
-        let mut t = self.last_t.max(self.from_s);
-        while t < to {
-            let dt = STEP_S.min(to - t);
-            self.total += 0.5 * (self.curve.at(t) + self.curve.at(t + dt)) * dt;
-            t += dt;
+        let from = self.last_t.max(self.from_s);
+        if to > from {
+            self.total += self.curve.mean(from, to) * (to - from);
         }
         self.last_t = to;
         self.last_update = now;
@@ -55,9 +51,8 @@ impl State {
 }
 
 pub struct LoadExporter {
-    pub port: u16,
     state: Arc<Mutex<State>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: MetricsServer,
 }
 
 impl LoadExporter {
@@ -70,36 +65,16 @@ impl LoadExporter {
         let state =
             Arc::new(Mutex::new(State { curve, from_s, window_start: None, last_t: from_s, total, last_update: now }));
         let served = state.clone();
-        let app = Router::new().route(
-            "/metrics",
-            get(move || {
-                let state = served.clone();
-                async move {
-                    let mut s = state.lock().unwrap();
-                    s.advance(Instant::now());
-                    format!("# TYPE {METRIC} counter\n{METRIC} {:.3}\n", s.total)
-                }
-            }),
-        );
-        // Its own thread and runtime: the test's runtime blocks on kubectl calls now and then,
-        // and a scrape that times out makes Prometheus mark the series stale, which skews the
-        // rate the controller reads.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
+        let server = MetricsServer::start(move || {
+            let mut s = served.lock().unwrap();
+            s.advance(Instant::now());
+            format!("# TYPE {METRIC} counter\n{METRIC} {:.3}\n", s.total)
         });
-        LoadExporter { port, state, stop: Some(stop) }
+        LoadExporter { state, server }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.server.port
     }
 
     /// Scenario time starts running now.
@@ -107,13 +82,5 @@ impl LoadExporter {
         let mut s = self.state.lock().unwrap();
         s.advance(at);
         s.window_start = Some(at);
-    }
-}
-
-impl Drop for LoadExporter {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
     }
 }

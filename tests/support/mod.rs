@@ -6,7 +6,9 @@
 pub mod certs;
 pub mod cluster;
 pub mod grafana;
+pub mod latency_exporter;
 pub mod load_exporter;
+pub mod metrics_server;
 pub mod pod_recorder;
 pub mod process;
 pub mod prometheus;
