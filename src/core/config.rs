@@ -45,7 +45,8 @@ pub struct Config {
     pub latency_slack_hold: f64,
     /// Latency slack under which training shrinks on a service's nodes.
     pub latency_slack_shrink: f64,
-    /// Fraction of training CPU on a service's nodes released per latency-guard step.
+    /// Fraction of training CPU on a service's nodes released per latency-guard step; 0 turns
+    /// the guard's shrinks off (it still holds growth while the slack is low).
     pub latency_shrink_fraction: f64,
     /// Most latency-guard shrinks in one episode of low slack; if latency has not recovered by
     /// then, training is not what hurts it and the guard only holds growth.

@@ -55,7 +55,10 @@ pub fn apply_latency_guard(
             Some(s) if s < config.latency_slack_shrink => {
                 // Only a shrink that happens starts the interval.
                 let any_training = nodes.iter().any(|&i| !training_on[i].is_zero());
-                let may = any_training && memory.guard_may_shrink(&svc.name, snap.now, config);
+                // A fraction of 0 turns the guard's shrinks off (it still holds growth).
+                let may = any_training
+                    && config.latency_shrink_fraction > 0.0
+                    && memory.guard_may_shrink(&svc.name, snap.now, config);
                 (may, format!("latency guard: {} p99 slack {s:.2} below {:.2}", svc.name, config.latency_slack_shrink))
             }
             Some(s) if s < config.latency_slack_hold => {

@@ -572,6 +572,14 @@ fn negative_slack_shrinks_training_step_by_step() {
     assert_eq!(i.reason, Reason::LatencyGuard);
 }
 
+#[test]
+fn a_shrink_fraction_of_zero_only_holds() {
+    let mut core = Core::new(Config { latency_shrink_fraction: 0.0, ..Config::default() });
+    // Without it a 1 millicore goal would still cost a worker per step.
+    assert_no_intents(&core.decide(&violated_cluster(100, 4)));
+    assert_no_intents(&core.decide(&violated_cluster(115, 4)));
+}
+
 /// `violated_cluster` with web scaled to 2 by its HPA: web-1 pending (`bound` false) or running.
 fn violated_while_scaling(now: u64, bound: bool) -> Snapshot {
     let mut s = violated_cluster(now, 4);

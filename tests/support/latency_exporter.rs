@@ -1,6 +1,6 @@
 //! Serves a service's request latency as a Prometheus histogram whose shape the test sets:
-//! `guard_request_seconds_bucket{le}` (with `_count`), requests arriving at a steady rate, a
-//! `slow` fraction of them taking 400 ms and the rest 20 ms. A real Prometheus scrapes it and
+//! `guard_request_seconds_bucket{le}` (with `_sum` and `_count`), requests arriving at a steady
+//! rate, a `slow` fraction of them taking `SLOW_S` and the rest `FAST_S`. A real Prometheus scrapes it and
 //! the controller's latency query is a `histogram_quantile` over a window of its rate, so the
 //! latency guard sees a p99 that lags the change by the query's window, as in production.
 
@@ -12,9 +12,10 @@ use super::metrics_server::MetricsServer;
 pub const METRIC: &str = "guard_request_seconds";
 /// Requests per second.
 const RATE: f64 = 200.0;
-const BOUNDS: [&str; 5] = ["0.05", "0.1", "0.25", "0.5", "1"];
-/// Index in `BOUNDS` of the first bucket a slow request counts in (fast ones count in all).
-const SLOW_BUCKET: usize = 3;
+/// Buckets' upper bounds, seconds (and `+Inf`).
+const BOUNDS: [f64; 5] = [0.05, 0.1, 0.25, 0.5, 1.0];
+const FAST_S: f64 = 0.02;
+pub const SLOW_S: f64 = 0.4;
 
 struct State {
     slow: f64,
@@ -33,13 +34,19 @@ impl State {
 
     fn render(&self) -> String {
         let mut out = format!("# TYPE {METRIC} histogram\n");
-        for (i, le) in BOUNDS.iter().enumerate() {
-            let n = self.fast_count + if i >= SLOW_BUCKET { self.slow_count } else { 0.0 };
+        for le in &BOUNDS {
+            let mut n = 0.0;
+            if FAST_S <= *le {
+                n += self.fast_count;
+            }
+            if SLOW_S <= *le {
+                n += self.slow_count;
+            }
             out += &format!("{METRIC}_bucket{{le=\"{le}\"}} {n:.3}\n");
         }
         let all = self.fast_count + self.slow_count;
         out += &format!("{METRIC}_bucket{{le=\"+Inf\"}} {all:.3}\n{METRIC}_count {all:.3}\n");
-        out += &format!("{METRIC}_sum {:.3}\n", self.fast_count * 0.02 + self.slow_count * 0.4);
+        out += &format!("{METRIC}_sum {:.3}\n", self.fast_count * FAST_S + self.slow_count * SLOW_S);
         out
     }
 }
@@ -68,8 +75,9 @@ impl LatencyExporter {
         self.server.port
     }
 
-    /// From now on, `fraction` of the requests take 400 ms.
+    /// From now on, `fraction` of the requests take `SLOW_S`.
     pub fn set_slow(&self, fraction: f64) {
+        assert!((0.0..=1.0).contains(&fraction), "a fraction of requests: {fraction}");
         let mut s = self.state.lock().unwrap();
         s.advance(Instant::now());
         s.slow = fraction;

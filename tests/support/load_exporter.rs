@@ -37,13 +37,14 @@ impl State {
     /// update (before the window, at the window's first value), exactly as replay integrates
     /// it (`LoadCurve::mean`).
     fn advance(&mut self, now: Instant) {
+        // A scrape between the caller's clock read and its lock may have advanced past `now`.
+        let now = now.max(self.last_update);
         let wall = now.duration_since(self.last_update).as_secs_f64();
         let to = self.scenario_time(now);
         let held = (wall - (to - self.last_t)).max(0.0);
         self.total += held * self.curve.at(self.from_s);
-        let from = self.last_t.max(self.from_s);
-        if to > from {
-            self.total += self.curve.mean(from, to) * (to - from);
+        if to > self.last_t {
+            self.total += self.curve.mean(self.last_t, to) * (to - self.last_t);
         }
         self.last_t = to;
         self.last_update = now;
