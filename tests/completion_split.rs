@@ -15,7 +15,6 @@ use support::cluster::{
     self, deployment_replicas, eventually, Announce, Behaviour, Controller, ElasticJob, WorkerPod, QUICK_CONFIG,
     QUICK_FLAGS,
 };
-use support::testbed::Testbed;
 
 fn modelled(samples: u64) -> WorkerPod<'static> {
     let model = TrainingModel { total: samples, samples_per_worker_s: 10.0, exponent: 0.8 };
@@ -24,9 +23,7 @@ fn modelled(samples: u64) -> WorkerPod<'static> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_idle_room_goes_to_the_job_closest_to_done() {
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
-        .await
-        .unwrap();
+    let bed = cluster::bed_playing_the_hpa().await;
     let client = cluster::two_nodes_with_nginx(&bed).await;
     let (sizes, how, via) = ((1, 12, 2), Behaviour::Honest, Announce::Service);
     let short = ElasticJob::start_with(&bed, &client, "ml", "short", sizes, how, modelled(1_000_000), via).await;

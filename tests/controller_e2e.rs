@@ -75,9 +75,7 @@ async fn workers(client: &kube::Client) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
-        .await
-        .unwrap();
+    let bed = cluster::bed_playing_the_hpa().await;
     let dir = tempfile::tempdir().unwrap();
     let (client, a, b, ca_file) = cluster(&bed, dir.path()).await;
     let controller = Controller::start(&bed, CONFIG, &flags(&ca_file)).await;
@@ -205,9 +203,7 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_decides_but_changes_nothing() {
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
-        .await
-        .unwrap();
+    let bed = cluster::bed_playing_the_hpa().await;
     let dir = tempfile::tempdir().unwrap();
     let (client, a, b, ca_file) = cluster(&bed, dir.path()).await;
     let mut flags = flags(&ca_file);

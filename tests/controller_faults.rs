@@ -18,7 +18,7 @@ const FLAGS: &[&str] =
     &["--tick", "1s", "--status-interval", "500ms", "--lease-duration", "3s", "--master-timeout", "1s"];
 
 async fn bed() -> Testbed {
-    tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling")).await.unwrap()
+    cluster::bed_playing_the_hpa().await
 }
 
 /// Bound workers per job, sampled until `for_how_long`; returns the lowest seen per job.

@@ -36,7 +36,6 @@ use support::cluster::{
 use support::grafana::{self, legend_labels, Variables};
 use support::process::{free_port, path};
 use support::prometheus::{Prometheus, PrometheusApi, Series};
-use support::testbed::Testbed;
 
 /// Scrape and rule evaluation interval. Grafana's data source is taken to know it (its "scrape
 /// interval" setting), so `$__rate_interval` is max(`$__interval` + 1 s, 4 x 1 s) = 4 s.
@@ -83,9 +82,7 @@ const HEALTH_ALERTS: &[&str] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboards_and_rules_return_data_from_two_live_replicas() {
     let started = Instant::now();
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
-        .await
-        .unwrap();
+    let bed = cluster::bed_playing_the_hpa().await;
     let dir = tempfile::Builder::new().prefix("colocate-dashboards-").tempdir().expect("a temporary directory");
     let targets = dir.path().join("colocate-targets.json");
     scrape_targets(&targets, &[]);

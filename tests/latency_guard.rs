@@ -19,7 +19,6 @@ use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hp
 use support::latency_exporter::{self, LatencyExporter};
 use support::process::free_port;
 use support::prometheus::{Prometheus, PrometheusApi};
-use support::testbed::Testbed;
 
 use support::cluster::QUICK_FLAGS as FLAGS;
 
@@ -68,9 +67,7 @@ async fn workers(client: &kube::Client) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_windowed_p99_excursion_holds_after_a_scale_up_and_shrinks_without_one() {
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
-        .await
-        .unwrap();
+    let bed = cluster::bed_playing_the_hpa().await;
     let client = cluster::two_nodes_with_nginx(&bed).await;
     let exporter = LatencyExporter::start();
     let dir = tempfile::tempdir().unwrap();

@@ -23,14 +23,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use support::cluster::{self, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
 use support::cluster::{QUICK_CONFIG, QUICK_FLAGS};
-use support::testbed::Testbed;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reaction_from_hpa_decision_to_shrink_command() {
     let spikes: usize = std::env::var("COLOCATE_REACTION_SPIKES").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
-        .await
-        .unwrap();
+    let bed = cluster::bed_playing_the_hpa().await;
     let client = cluster::two_nodes_with_nginx(&bed).await;
     let a = ElasticJob::start(&bed, &client, "ml", "ja", (1, 12, 2), Behaviour::Honest, None).await;
     let b = ElasticJob::start(&bed, &client, "ml", "jb", (1, 12, 2), Behaviour::Honest, None).await;

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use support::cluster::{self, deployment_replicas, eventually, pod_counts, set_hpa, Behaviour, Controller, ElasticJob};
-use support::testbed::Testbed;
 
 use support::cluster::QUICK_FLAGS as FLAGS;
 
@@ -30,9 +29,7 @@ async fn workers(client: &kube::Client) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scale_up_within_the_headroom_lands_at_once_and_the_headroom_is_restored() {
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
-        .await
-        .unwrap();
+    let bed = cluster::bed_playing_the_hpa().await;
     let client = cluster::two_nodes_with_nginx(&bed).await;
     let job = ElasticJob::start(&bed, &client, "ml", "ja", (1, 16, 2), Behaviour::Honest, None).await;
     let _controller = Controller::start(&bed, &config(), FLAGS).await;

@@ -30,6 +30,12 @@ use tokio::sync::oneshot;
 
 use super::testbed::Testbed;
 
+/// A test bed whose kube-controller-manager runs without its HPA controller: the controller
+/// tests play the HPA (its status and the Deployment's scale), so nothing else changes them.
+pub async fn bed_playing_the_hpa() -> Testbed {
+    tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling")).await.unwrap()
+}
+
 /// A client with the test bed's admin credentials.
 pub async fn client(bed: &Testbed) -> Client {
     client_from_yaml(&std::fs::read_to_string(&bed.kubeconfig).expect("readable kubeconfig")).await
