@@ -175,7 +175,10 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     let Some(recent) = RecentSamples::seen(samples, now, window) else { return 1.0 };
     let pts = recent.within(window);
     let Some(whole) = slope(pts) else { return 1.0 };
-    let rate = whole.min(slope(recent.newest_third(window)).unwrap_or(whole));
+    let third_pts = recent.newest_third(window);
+    let third = slope(third_pts).unwrap_or(whole);
+    let rising_throughout = third_pts.windows(2).all(|w| w[1].1 > w[0].1);
+    let rate = if third > whole && rising_throughout { third } else { whole.min(third) };
     let (_, last) = recent.newest();
     if last <= 0.0 || rate <= 0.0 {
         return 1.0;
