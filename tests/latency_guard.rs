@@ -98,6 +98,8 @@ async fn a_windowed_p99_excursion_holds_after_a_scale_up_and_shrinks_without_one
         }
     })
     .await;
+    // And the controller has read them (its status and sample intervals are 500 ms).
+    tokio::time::sleep(Duration::from_secs(2)).await;
 
     // A spike: the HPA scales NGINX 2 -> 4 and its latency rises with it until the new pods
     // serve. The Deployment creates the fourth pod 3 s after the third (one that starts late),
