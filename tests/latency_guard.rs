@@ -84,7 +84,7 @@ async fn a_windowed_p99_excursion_holds_after_a_scale_up_and_shrinks_without_one
     .await;
     assert!(calm < SLO_S / 2.0, "calm p99 {calm} s");
     let job = ElasticJob::start(&bed, &client, "ml", "ja", (1, 16, 2), Behaviour::Honest, None).await;
-    let _controller = Controller::start(&bed, &config(&prometheus.url()), FLAGS).await;
+    let controller = Controller::start(&bed, &config(&prometheus.url()), FLAGS).await;
 
     // The job fills the idle room: 16 CPU less NGINX's 2. Its workers are bound before the
     // spike starts: a spike that meets workers still being placed is a race between the
@@ -98,8 +98,12 @@ async fn a_windowed_p99_excursion_holds_after_a_scale_up_and_shrinks_without_one
         }
     })
     .await;
-    // And the controller has read them (its status and sample intervals are 500 ms).
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // And the controller's view of the cluster has them.
+    eventually(Duration::from_secs(10), "the controller to see 14 workers bound", || {
+        let controller = &controller;
+        async move { (controller.metric("colocate_job_workers{job=\"ml/ja\"}").await >= 14.0).then_some(()) }
+    })
+    .await;
 
     // A spike: the HPA scales NGINX 2 -> 4 and its latency rises with it until the new pods
     // serve. The Deployment creates the fourth pod 3 s after the third (one that starts late),

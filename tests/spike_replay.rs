@@ -420,6 +420,9 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
             before_window.is_empty(),
             "colocate changed the jobs before the spike: the runs would not start alike: {before_window:?}"
         );
+    } else {
+        let not_headroom: Vec<_> = before_window.iter().filter(|c| c.reason != "online-headroom").collect();
+        assert!(not_headroom.is_empty(), "commands in the warm-up that are not the headroom's: {not_headroom:?}");
     }
 
     let t0 = Instant::now();

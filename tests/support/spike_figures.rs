@@ -32,7 +32,8 @@ pub struct Figures {
     /// replay counts them): mostly replacements that had just taken room as it freed.
     pub preempted_young: usize,
     pub forced_preemptions: f64,
-    /// (seconds into the window, job, target, reason) of every command the masters received.
+    /// (seconds into the window, job, target, reason) of every command the masters received;
+    /// negative in the controller's warm-up (standing headroom's commands).
     pub scale_commands: Vec<(f64, String, u32, String)>,
     /// Running workers deleted other than by the scheduler: released through their masters
     /// (the ReplicaSet removing them) or forced by colocate.
