@@ -125,9 +125,9 @@ fn cases() -> Vec<Case> {
             // service misses its SLO on its own (215 s), and each excursion now holds the
             // latency guard (and so growth) for the window after it (0.870 -> 0.838, session 25).
             // The guard's shrinks on those excursions are what hold it below 0.90 (0.929 with
-            // `latency_shrink_fraction: 0`, session 26); a trend that takes a rise's onset at its
-            // own slope reserves on more of its noisy rises (0.838 -> 0.822, session 27).
-            min_allocation: 0.815,
+            // `latency_shrink_fraction: 0`, session 26). The onset rule of the load trend needs
+            // three samples in the window's last third, which this trace's 5 s steps never give.
+            min_allocation: 0.83,
             slo_tolerance_s: 5.0,
             name: "nab-elb-fortnight",
             duration: "70m",

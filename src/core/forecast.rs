@@ -163,9 +163,11 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// extrapolated once the newest samples are flat.
 ///
 /// At a rise's onset the last third's slope is taken instead when it is steeper than the
-/// window's and the third rises at every sample: the flat samples before the onset dilute the
-/// window's slope, and a windowed request rate keeps rising for a whole window after a load
-/// step, so a third that rises throughout is the step showing, not noise. Without this the
+/// window's and the third rises at every sample, at least twice: the flat samples before the
+/// onset dilute the window's slope, and a windowed request rate keeps rising for a whole window
+/// after a load step, so a third that rises throughout is the step showing, not noise. Sampled
+/// so sparsely that the third holds two samples (every 5 s or more in a 30 s window), one
+/// uptick would pass, so the rule stays off there. Without this the
 /// reservation lagged the rise by most of a window: on the real scheduler WorldCup98's flash
 /// crowd lost 3-4 workers to preemption in two of three runs with 5 s releases (0 with it), and
 /// the flash crowd with 30 s releases left 30-35% of the baseline's pending pod-s (21.7%). It
@@ -187,7 +189,8 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     let Some(whole) = slope(pts) else { return 1.0 };
     let third_pts = recent.newest_third(window);
     let third = slope(third_pts).unwrap_or(whole);
-    let rising_throughout = third_pts.windows(2).all(|w| w[1].1 > w[0].1);
+    // Two rises in a row at least: of two samples, "rising throughout" is any uptick of noise.
+    let rising_throughout = third_pts.len() >= 3 && third_pts.windows(2).all(|w| w[1].1 > w[0].1);
     let rate = if third > whole && rising_throughout { third } else { whole.min(third) };
     let (_, last) = recent.newest();
     if last <= 0.0 || rate <= 0.0 {
@@ -332,6 +335,13 @@ mod tests {
         let f = load_trend_factor(&dipped, Duration::from_secs(30), window, horizon);
         assert!((f - (200.0 + whole * 15.0) / 200.0).abs() < 1e-9, "the window's slope {whole}: {f}");
         assert!(f < 1.5, "{f}");
+        // Sampled every 5 s, the third holds two samples: one uptick is no onset.
+        let sparse: Vec<Sample> = (0..=6).map(|k| s(5 * k, if k < 6 { 100.0 } else { 130.0 })).collect();
+        let recent = RecentSamples::seen(&sparse, Duration::from_secs(30), window).unwrap();
+        assert_eq!(recent.newest_third(window).len(), 2);
+        let whole = slope(recent.within(window)).unwrap();
+        let f = load_trend_factor(&sparse, Duration::from_secs(30), window, horizon);
+        assert!((f - (130.0 + whole * 15.0) / 130.0).abs() < 1e-9, "the window's slope {whole}: {f}");
     }
 
     #[test]
