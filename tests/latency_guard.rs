@@ -86,20 +86,12 @@ async fn a_windowed_p99_excursion_holds_after_a_scale_up_and_shrinks_without_one
     let job = ElasticJob::start(&bed, &client, "ml", "ja", (1, 16, 2), Behaviour::Honest, None).await;
     let controller = Controller::start(&bed, &config(&prometheus.url()), FLAGS).await;
 
-    // The job fills the idle room: 16 CPU less NGINX's 2. Its workers are bound before the
-    // spike starts: a spike that meets workers still being placed is a race between the
-    // scheduler and the controller's shrink for the pods it cannot place (one CI run saw it
-    // shrink to 11 there), not the guard this test is about.
-    eventually(Duration::from_secs(60), "the job's 14 workers bound", || {
-        let client = client.clone();
-        async move {
-            let bound = pod_counts(&client, "ml", "colocate.dev/role=worker").await.0;
-            (workers(&client).await >= 14 && bound >= 14).then_some(())
-        }
-    })
-    .await;
-    // And the controller's view of the cluster has them.
-    eventually(Duration::from_secs(10), "the controller to see 14 workers bound", || {
+    // The job fills the idle room: 16 CPU less NGINX's 2. Its workers are bound, and the
+    // controller sees them so (`colocate_job_workers` counts bound workers), before the spike
+    // starts: a spike that meets workers still being placed is a race between the scheduler and
+    // the controller's shrink for the pods it cannot place (one CI run saw it shrink to 11
+    // there), not the guard this test is about.
+    eventually(Duration::from_secs(60), "the controller to see the job's 14 workers bound", || {
         let controller = &controller;
         async move { (controller.metric("colocate_job_workers{job=\"ml/ja\"}").await >= 14.0).then_some(()) }
     })
@@ -131,15 +123,11 @@ async fn a_windowed_p99_excursion_holds_after_a_scale_up_and_shrinks_without_one
         fewest = fewest.min(workers(&client).await);
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let offset = |at: Instant| {
-        if at >= scaled {
-            at.duration_since(scaled).as_secs_f64()
-        } else {
-            -scaled.duration_since(at).as_secs_f64()
-        }
-    };
-    let seen: Vec<_> =
-        job.commands().iter().map(|c| (format!("{:+.1}s", offset(c.at)), c.target, c.reason.clone())).collect();
+    let seen: Vec<_> = job
+        .commands()
+        .iter()
+        .map(|c| (format!("{:+.1}s", cluster::seconds_after(c.at, scaled)), c.target, c.reason.clone()))
+        .collect();
     eprintln!("commands (seconds after the scale-up): {seen:?}");
     eprintln!(
         "after the scale-up: the windowed p99 above the SLO until {high_after_scaled:?} after it; \

@@ -447,9 +447,7 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     for (job, _) in &jobs {
         for c in job.commands() {
             // Negative in the warm-up (standing headroom's commands).
-            let at =
-                if c.at >= t0 { c.at.duration_since(t0).as_secs_f64() } else { -t0.duration_since(c.at).as_secs_f64() };
-            commands.push((at, job.name.clone(), c.target, c.reason.clone()));
+            commands.push((cluster::seconds_after(c.at, t0), job.name.clone(), c.target, c.reason.clone()));
         }
     }
     commands.sort_by(|a, b| a.0.total_cmp(&b.0));

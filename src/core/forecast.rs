@@ -160,20 +160,20 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// (value now + upward slope * horizon) / value now, from least-squares fits of the samples
 /// inside the window. The slope is the smaller of the whole window's and its last third's (the
 /// newest two samples' when the third holds fewer), so a jump that has levelled off stops being
-/// extrapolated once the newest samples are flat.
+/// extrapolated once the newest samples are flat. Falling load never lowers a reservation: that
+/// is the HPA's business.
 ///
 /// At a rise's onset the last third's slope is taken instead when it is steeper than the
 /// window's and the third rises at every sample, at least twice: the flat samples before the
 /// onset dilute the window's slope, and a windowed request rate keeps rising for a whole window
 /// after a load step, so a third that rises throughout is the step showing, not noise. Sampled
-/// so sparsely that the third holds two samples (every 5 s or more in a 30 s window), one
-/// uptick would pass, so the rule stays off there. Without this the
-/// reservation lagged the rise by most of a window: on the real scheduler WorldCup98's flash
-/// crowd lost 3-4 workers to preemption in two of three runs with 5 s releases (0 with it), and
-/// the flash crowd with 30 s releases left 30-35% of the baseline's pending pod-s (21.7%). It
-/// reserves earlier on noisy rises too, at an allocation cost (docs/spike-replay.md, "A rise
-/// the window has only begun to show").
-/// Falling load never lowers a reservation: that is the HPA's business.
+/// so sparsely that the third holds two samples (every 5 s or more in a 30 s window), one uptick
+/// would pass, so the rule stays off there. Without the rule the reservation lagged the rise by
+/// most of a window: on the real scheduler WorldCup98's flash crowd lost 3-4 workers to
+/// preemption in two of three runs with 5 s releases (0 with it), and the flash crowd with 30 s
+/// releases left 30-35% of the baseline's pending pod-s (21.7-22.8%). It reserves earlier on
+/// long rises of a noisy load too, at an allocation cost (docs/spike-replay.md, "A rise the
+/// window has only begun to show").
 ///
 /// The window ends at the newest sample, not at `now`, and its edge lies half a sampling gap
 /// inside it: the trend is a property of the samples, so every decision between two samples

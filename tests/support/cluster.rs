@@ -36,6 +36,15 @@ pub async fn bed_playing_the_hpa() -> Testbed {
     tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling")).await.unwrap()
 }
 
+/// Seconds from `origin` to `at`, negative when `at` came first (a command before a spike).
+pub fn seconds_after(at: std::time::Instant, origin: std::time::Instant) -> f64 {
+    if at >= origin {
+        at.duration_since(origin).as_secs_f64()
+    } else {
+        -origin.duration_since(at).as_secs_f64()
+    }
+}
+
 /// A client with the test bed's admin credentials.
 pub async fn client(bed: &Testbed) -> Client {
     client_from_yaml(&std::fs::read_to_string(&bed.kubeconfig).expect("readable kubeconfig")).await
