@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use super::name_map::NameMap;
 
 use super::config::Config;
-use super::forecast::{hpa_growth, release_lead, Calibration};
+use super::forecast::{hpa_growth, release_lead, Calibration, Learned};
 use super::intent::Reason;
+use super::metric_trend::MetricSteps;
 use super::pod_index::PodIndex;
 use super::replicas::OnlineCounts;
 use super::resources::Resources;
@@ -85,6 +86,7 @@ pub fn online_needs(
     counts: &OnlineCounts,
     config: &Config,
     calibration: &Calibration,
+    metric_steps: &MetricSteps,
 ) -> Vec<OnlineNeed> {
     let lead = release_lead(snap, config);
     let mut needs = Vec::new();
@@ -103,7 +105,12 @@ pub fn online_needs(
             // when it scales down, `current` is what it is removing: reserving for it would
             // shrink training for pods about to go.
             expected = expected.max(h.current_replicas.min(desired));
-            if let Some(g) = hpa_growth(svc, h, c.ready, snap.now, calibration.per_replica(&svc.name), lead, config) {
+            // Without a load signal the HPA's metric is the only trend there is.
+            let learned = Learned {
+                per_replica: calibration.per_replica(&svc.name),
+                metric_trend: svc.load.is_empty().then(|| metric_steps.factor(&svc.name, snap.now, lead, config)),
+            };
+            if let Some(g) = hpa_growth(svc, h, c.ready, snap.now, learned, lead, config) {
                 rising = g.rising;
                 if let Some(r) = g.replicas.filter(|r| *r > expected) {
                     expected = r;

@@ -10,6 +10,7 @@ use super::damping::Memory;
 use super::forecast::Calibration;
 use super::guard::apply_latency_guard;
 use super::intent::{NodeCapacity, Reason, ScaleIntent};
+use super::metric_trend::MetricSteps;
 use super::plan::{plan_jobs, JobPlan};
 use super::pod_index::PodIndex;
 use super::replicas::OnlineCounts;
@@ -39,12 +40,19 @@ pub struct Core {
     config: Config,
     memory: Memory,
     calibration: Calibration,
+    metric_steps: MetricSteps,
     scaling: Scaling,
 }
 
 impl Core {
     pub fn new(config: Config) -> Self {
-        Core { config, memory: Memory::default(), calibration: Calibration::default(), scaling: Scaling::default() }
+        Core {
+            config,
+            memory: Memory::default(),
+            calibration: Calibration::default(),
+            metric_steps: MetricSteps::default(),
+            scaling: Scaling::default(),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -55,9 +63,10 @@ impl Core {
         let index = PodIndex::new(snap);
         let counts = OnlineCounts::of(snap, &index);
         self.calibration.observe(snap, &counts.known, &self.config);
+        self.metric_steps.observe(snap, &counts.known);
         self.scaling.observe(snap);
         let split = completion::split(snap, &self.scaling, self.config.completion_time_split);
-        let needs = online_needs(snap, &counts, &self.config, &self.calibration);
+        let needs = online_needs(snap, &counts, &self.config, &self.calibration, &self.metric_steps);
         let (mut rooms, notes) = node_rooms(snap, &index, &needs, &self.config);
         apply_latency_guard(snap, &index, &needs, &mut rooms, &mut self.memory, &self.config);
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
@@ -72,6 +81,7 @@ impl Core {
         let services: Vec<&str> = snap.services.iter().map(|s| s.name.as_str()).collect();
         self.memory.retain(&jobs, &services);
         self.calibration.retain(&services);
+        self.metric_steps.retain(&services);
         self.scaling.retain(&jobs);
 
         let intents = snap

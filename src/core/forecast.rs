@@ -87,6 +87,16 @@ fn calm_mean(samples: &[Sample], now: Duration, window: Duration) -> Option<f64>
     (min > 0.0 && max <= min * CALM_SPREAD).then(|| pts.iter().map(|p| p.1).sum::<f64>() / pts.len() as f64)
 }
 
+/// What the core has learned of a service from earlier snapshots.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Learned {
+    /// Load one replica carries at 100% of its CPU ([`Calibration`]).
+    pub per_replica: Option<f64>,
+    /// Without a load signal, the trend of the HPA's metric
+    /// ([`MetricSteps`](super::metric_trend::MetricSteps)); else the load's trend is used.
+    pub metric_trend: Option<f64>,
+}
+
 /// What the HPA is expected to do within the lead.
 pub struct Growth {
     /// Replicas it will want; `None` when nothing says it grows beyond what it has or already
@@ -105,12 +115,13 @@ pub fn hpa_growth(
     h: &Hpa,
     ready: u32,
     now: Duration,
-    per_replica: Option<f64>,
+    learned: Learned,
     lead: Duration,
     config: &Config,
 ) -> Option<Growth> {
     let m = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite())?;
-    let trend = load_trend_factor(&svc.load, now, config.trend_window, lead);
+    let per_replica = learned.per_replica;
+    let trend = learned.metric_trend.unwrap_or_else(|| load_trend_factor(&svc.load, now, config.trend_window, lead));
     let rising = trend > 1.0;
     let latest = svc.load.iter().rev().find(|s| s.at <= now && s.value.is_finite());
     // Replicas' worth of CPU at 100%, now, and the words for it.

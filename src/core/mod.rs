@@ -11,6 +11,7 @@ pub mod fill;
 pub mod forecast;
 pub mod guard;
 pub mod intent;
+pub mod metric_trend;
 pub mod name_map;
 pub mod placer;
 pub mod plan;

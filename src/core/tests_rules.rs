@@ -41,7 +41,7 @@ fn quantum_cluster(bound: u32, desired: u32, max: u32, rising: bool) -> Snapshot
 fn quantum_need(quantum: f64, s: &Snapshot) -> (u32, bool) {
     let config = Config { reserve_quantum: quantum, ..Config::default() };
     let index = PodIndex::new(s);
-    let needs = online_needs(s, &OnlineCounts::of(s, &index), &config, &Default::default());
+    let needs = online_needs(s, &OnlineCounts::of(s, &index), &config, &Default::default(), &Default::default());
     assert_eq!(needs.len(), 1, "{needs:#?}");
     (needs[0].expected, needs[0].rising)
 }

@@ -1,0 +1,132 @@
+//! The rise of a service's HPA metric from one sync to the next: the only trend there is when
+//! the controller has no load signal.
+//!
+//! Without a request rate the core sees demand only as the HPA does, at its syncs: its metric
+//! times the replicas it was measured on. The HPA's first step after a load step is capped
+//! (max(+100%, +4 pods) per sync) and measures a load the metrics pipeline has only half shown,
+//! so reserving for that level alone releases the room for the second step one sync too late,
+//! and with 30 s releases its pods wait a whole release (docs/spike-replay.md, "The HPA's
+//! metric as a trend"). A demand that rose beyond the HPA's tolerance at the last sync is
+//! assumed to rise as much at each sync within the lead; once a sync passes without a rise the
+//! assumption ends.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::config::Config;
+use super::replicas::ReplicaCounts;
+use super::snapshot::Snapshot;
+
+/// A rise within this fraction of the demand is the metric's own noise (a utilization averaged
+/// over pods over a window), as the HPA's default tolerance (10%) treats it: no trend.
+const RISE_TOLERANCE: f64 = 0.1;
+/// A rise stays current this many sync periods after it was seen: the next sync may land a
+/// moment late, and without a new value by then the demand has stopped rising.
+const STALE_AFTER_SYNCS: f64 = 1.5;
+
+/// Per service, the last two values of the HPA's demand the core saw, each when it first saw
+/// it. Owned by the core; forgotten with the service.
+#[derive(Clone, Debug, Default)]
+pub struct MetricSteps {
+    per_service: HashMap<String, Steps>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Steps {
+    /// What the HPA's status said (metric, current replicas): a new value is a new sync.
+    status: (f64, u32),
+    /// Demand (replicas' worth of CPU at 100%) at the previous sync seen, and at the last.
+    previous: f64,
+    last: f64,
+    /// When the last sync's value was first seen.
+    last_at: Duration,
+}
+
+impl MetricSteps {
+    /// Records every service whose HPA status changed since the last decision. Demand is the
+    /// metric times the replicas it was measured on: the status' current replicas, no more
+    /// than are ready now (as `forecast::hpa_growth` reads it).
+    pub fn observe(&mut self, snap: &Snapshot, counts: &[ReplicaCounts]) {
+        for (svc, ready) in snap.services.iter().zip(counts.iter().map(|c| c.ready)) {
+            let Some(h) = &svc.hpa else { continue };
+            let Some(m) = h.metric.filter(|m| m.current.is_finite() && m.current >= 0.0) else { continue };
+            let status = (m.current, h.current_replicas);
+            let demand = m.current * f64::from(h.current_replicas.min(ready));
+            let steps = self.per_service.entry(svc.name.clone()).or_insert(Steps {
+                status,
+                previous: demand,
+                last: demand,
+                last_at: snap.now,
+            });
+            if steps.status != status {
+                *steps = Steps { status, previous: steps.last, last: demand, last_at: snap.now };
+            }
+        }
+    }
+
+    /// The factor by which demand grows within `lead` if it keeps rising as much per sync as it
+    /// did at the last one; 1 when it did not rise beyond the tolerance, or no sync since.
+    pub fn factor(&self, service: &str, now: Duration, lead: Duration, config: &Config) -> f64 {
+        let Some(s) = self.per_service.get(service) else { return 1.0 };
+        let sync = config.hpa_sync_period.as_secs_f64().max(1e-3);
+        let age = now.saturating_sub(s.last_at).as_secs_f64();
+        if s.last <= 0.0 || s.last <= s.previous * (1.0 + RISE_TOLERANCE) || age > sync * STALE_AFTER_SYNCS {
+            return 1.0;
+        }
+        (s.last + (s.last - s.previous) * lead.as_secs_f64() / sync) / s.last
+    }
+
+    pub fn retain(&mut self, services: &[&str]) {
+        self.per_service.retain(|s, _| services.contains(&s.as_str()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::snapshot::HpaMetric;
+    use crate::core::test_support::{res, service_with_hpa, snap};
+
+    fn observe_at(steps: &mut MetricSteps, now: u64, metric: f64, current: u32, ready: u32) {
+        let mut svc = service_with_hpa("web", res(1, 1), current, current);
+        svc.hpa.as_mut().unwrap().metric = Some(HpaMetric { current: metric, target: 0.6 });
+        let snap = snap(now, vec![], vec![], vec![svc], vec![]);
+        steps.observe(&snap, &[ReplicaCounts { ready, ..Default::default() }]);
+    }
+
+    #[test]
+    fn a_rise_at_the_last_sync_is_extrapolated_until_a_sync_passes_without_one() {
+        let config = Config::default();
+        let lead = Duration::from_secs(30);
+        let mut steps = MetricSteps::default();
+        observe_at(&mut steps, 0, 0.6, 25, 25);
+        assert_eq!(steps.factor("web", Duration::from_secs(1), lead, &config), 1.0, "one value is no trend");
+        // 15 -> 37.5 replicas' worth at one sync: two more such rises within a 30 s lead.
+        observe_at(&mut steps, 15, 1.5, 25, 25);
+        let f = steps.factor("web", Duration::from_secs(16), lead, &config);
+        assert!((f - (37.5 + 2.0 * 22.5) / 37.5).abs() < 1e-9, "{f}");
+        // The same status seen again is the same sync.
+        observe_at(&mut steps, 20, 1.5, 25, 25);
+        assert_eq!(steps.factor("web", Duration::from_secs(20), lead, &config), f);
+        // No new sync within 1.5 periods: the rise is over.
+        assert_eq!(steps.factor("web", Duration::from_secs(38), lead, &config), 1.0);
+        // A sync with the same demand on twice the replicas: no rise.
+        observe_at(&mut steps, 30, 0.75, 50, 50);
+        assert_eq!(steps.factor("web", Duration::from_secs(31), lead, &config), 1.0);
+    }
+
+    #[test]
+    fn a_rise_within_the_tolerance_is_noise() {
+        let config = Config::default();
+        let mut steps = MetricSteps::default();
+        observe_at(&mut steps, 0, 0.60, 25, 25);
+        observe_at(&mut steps, 15, 0.65, 25, 25);
+        assert_eq!(steps.factor("web", Duration::from_secs(16), Duration::from_secs(30), &config), 1.0);
+        // Measured on fewer ready pods than the HPA counts, demand is what those carry.
+        observe_at(&mut steps, 30, 1.2, 50, 25);
+        let f = steps.factor("web", Duration::from_secs(31), Duration::from_secs(30), &config);
+        assert!((f - (30.0 + 2.0 * (30.0 - 16.25)) / 30.0).abs() < 1e-9, "{f}");
+        steps.retain(&[]);
+        assert_eq!(steps.factor("web", Duration::from_secs(31), Duration::from_secs(30), &config), 1.0);
+    }
+}
