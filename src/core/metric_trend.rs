@@ -6,9 +6,12 @@
 //! (max(+100%, +4 pods) per sync) and measures a load the metrics pipeline has only half shown,
 //! so reserving for that level alone releases the room for the second step one sync too late,
 //! and with 30 s releases its pods wait a whole release (docs/spike-replay.md, "The HPA's
-//! metric as a trend"). A demand that rose beyond the HPA's tolerance at the last sync is
-//! assumed to rise as much at each sync within the lead; once a sync passes without a rise the
-//! assumption ends.
+//! metric as a trend"). A demand that rose beyond the HPA's tolerance at the last sync, faster
+//! than the HPA could follow (its scale-up limit held its decision below what the metric
+//! implies), is assumed to rise as much at each sync within the lead; once a sync passes without
+//! such a rise the assumption ends. A rise the HPA follows in one step is taken as a step: on
+//! the test bed, extrapolating every rise made a 2 -> 6 scale-up release twice the room it
+//! needed, from two jobs instead of one.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -38,6 +41,9 @@ struct Steps {
     /// Demand (replicas' worth of CPU at 100%) at the previous sync seen, and at the last.
     previous: f64,
     last: f64,
+    /// The HPA decided on fewer replicas than the last demand implies at its target: the load
+    /// rose faster than its scale-up limit lets it follow.
+    held_back: bool,
     /// When the last sync's value was first seen.
     last_at: Duration,
 }
@@ -52,25 +58,29 @@ impl MetricSteps {
             let Some(m) = h.metric.filter(|m| m.current.is_finite() && m.current >= 0.0) else { continue };
             let status = (m.current, h.current_replicas);
             let demand = m.current * f64::from(h.current_replicas.min(ready));
+            let held_back = m.target > 0.0 && demand / m.target > f64::from(h.desired_replicas) + 1e-9;
             let steps = self.per_service.entry(svc.name.clone()).or_insert(Steps {
                 status,
                 previous: demand,
                 last: demand,
+                held_back,
                 last_at: snap.now,
             });
             if steps.status != status {
-                *steps = Steps { status, previous: steps.last, last: demand, last_at: snap.now };
+                *steps = Steps { status, previous: steps.last, last: demand, held_back, last_at: snap.now };
             }
         }
     }
 
     /// The factor by which demand grows within `lead` if it keeps rising as much per sync as it
-    /// did at the last one; 1 when it did not rise beyond the tolerance, or no sync since.
+    /// did at the last one; 1 when it did not rise beyond the tolerance, the HPA followed it, or
+    /// no sync came since.
     pub fn factor(&self, service: &str, now: Duration, lead: Duration, config: &Config) -> f64 {
         let Some(s) = self.per_service.get(service) else { return 1.0 };
         let sync = config.hpa_sync_period.as_secs_f64().max(1e-3);
         let age = now.saturating_sub(s.last_at).as_secs_f64();
-        if s.last <= 0.0 || s.last <= s.previous * (1.0 + RISE_TOLERANCE) || age > sync * STALE_AFTER_SYNCS {
+        let rose = s.last > 0.0 && s.last > s.previous * (1.0 + RISE_TOLERANCE);
+        if !rose || !s.held_back || age > sync * STALE_AFTER_SYNCS {
             return 1.0;
         }
         (s.last + (s.last - s.previous) * lead.as_secs_f64() / sync) / s.last
@@ -87,8 +97,10 @@ mod tests {
     use crate::core::snapshot::HpaMetric;
     use crate::core::test_support::{res, service_with_hpa, snap};
 
+    /// The HPA at `current` replicas, deciding on at most twice as many (its scale-up limit).
     fn observe_at(steps: &mut MetricSteps, now: u64, metric: f64, current: u32, ready: u32) {
-        let mut svc = service_with_hpa("web", res(1, 1), current, current);
+        let implied = (metric * f64::from(current.min(ready)) / 0.6 - 1e-9).ceil() as u32;
+        let mut svc = service_with_hpa("web", res(1, 1), current, implied.min(2 * current));
         svc.hpa.as_mut().unwrap().metric = Some(HpaMetric { current: metric, target: 0.6 });
         let snap = snap(now, vec![], vec![], vec![svc], vec![]);
         steps.observe(&snap, &[ReplicaCounts { ready, ..Default::default() }]);
@@ -113,6 +125,9 @@ mod tests {
         // A sync with the same demand on twice the replicas: no rise.
         observe_at(&mut steps, 30, 0.75, 50, 50);
         assert_eq!(steps.factor("web", Duration::from_secs(31), lead, &config), 1.0);
+        // A rise the HPA follows in one step (50 -> 92 replicas, within its +100%) is a step.
+        observe_at(&mut steps, 45, 1.1, 50, 50);
+        assert_eq!(steps.factor("web", Duration::from_secs(46), lead, &config), 1.0);
     }
 
     #[test]
@@ -123,9 +138,9 @@ mod tests {
         observe_at(&mut steps, 15, 0.65, 25, 25);
         assert_eq!(steps.factor("web", Duration::from_secs(16), Duration::from_secs(30), &config), 1.0);
         // Measured on fewer ready pods than the HPA counts, demand is what those carry.
-        observe_at(&mut steps, 30, 1.2, 50, 25);
+        observe_at(&mut steps, 30, 2.7, 50, 25);
         let f = steps.factor("web", Duration::from_secs(31), Duration::from_secs(30), &config);
-        assert!((f - (30.0 + 2.0 * (30.0 - 16.25)) / 30.0).abs() < 1e-9, "{f}");
+        assert!((f - (67.5 + 2.0 * (67.5 - 16.25)) / 67.5).abs() < 1e-9, "{f}");
         steps.retain(&[]);
         assert_eq!(steps.factor("web", Duration::from_secs(31), Duration::from_secs(30), &config), 1.0);
     }
