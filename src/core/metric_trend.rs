@@ -94,15 +94,29 @@ impl MetricSteps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::snapshot::HpaMetric;
-    use crate::core::test_support::{res, service_with_hpa, snap};
+    use crate::core::resources::Resources;
+    use crate::core::snapshot::{Hpa, HpaMetric, Service};
 
     /// The HPA at `current` replicas, deciding on at most twice as many (its scale-up limit).
     fn observe_at(steps: &mut MetricSteps, now: u64, metric: f64, current: u32, ready: u32) {
         let implied = (metric * f64::from(current.min(ready)) / 0.6 - 1e-9).ceil() as u32;
-        let mut svc = service_with_hpa("web", res(1, 1), current, implied.min(2 * current));
-        svc.hpa.as_mut().unwrap().metric = Some(HpaMetric { current: metric, target: 0.6 });
-        let snap = snap(now, vec![], vec![], vec![svc], vec![]);
+        let hpa = Hpa {
+            min_replicas: 1,
+            max_replicas: 200,
+            current_replicas: current,
+            desired_replicas: implied.min(2 * current),
+            metric: Some(HpaMetric { current: metric, target: 0.6 }),
+        };
+        let svc = Service {
+            name: "web".into(),
+            replica: Resources::default(),
+            hpa: Some(hpa),
+            load: Vec::new(),
+            latency: None,
+            headroom_replicas: 0,
+        };
+        let snap =
+            Snapshot { now: Duration::from_secs(now), nodes: vec![], pods: vec![], services: vec![svc], jobs: vec![] };
         steps.observe(&snap, &[ReplicaCounts { ready, ..Default::default() }]);
     }
 
