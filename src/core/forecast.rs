@@ -10,16 +10,17 @@
 //!   (or before it is learned) demand is the HPA's metric times the replicas it was measured on.
 //! - A released worker keeps its node for its job's release latency (drain and exit, up to the
 //!   termination grace period). Room for pods the HPA creates within that time must be released
-//!   now, so the forecast looks `lead` ahead: the load trend is extrapolated that far, and the
-//!   HPA may take as many scale-up steps as it has syncs in that time, each limited by its
-//!   default policy (max(+100%, +4 pods) per sync).
+//!   now, so the forecast looks `lead` ahead: the load trend (without a load signal, the HPA
+//!   metric's, `metric_trend.rs`) is extrapolated that far, and the HPA may take as many
+//!   scale-up steps as it has syncs in that time, each limited by its default policy
+//!   (max(+100%, +4 pods) per sync).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use super::config::Config;
 use super::replicas::ReplicaCounts;
-use super::snapshot::{Hpa, Sample, Service, Snapshot};
+use super::snapshot::{Hpa, HpaMetric, Sample, Service, Snapshot};
 
 /// Load is calm when every sample of the window is within this factor of the smallest.
 const CALM_SPREAD: f64 = 1.1;
@@ -120,19 +121,18 @@ pub fn hpa_growth(
     config: &Config,
 ) -> Option<Growth> {
     let m = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite())?;
-    let per_replica = learned.per_replica;
     let trend = learned.metric_trend.unwrap_or_else(|| load_trend_factor(&svc.load, now, config.trend_window, lead));
     let rising = trend > 1.0;
     let latest = svc.load.iter().rev().find(|s| s.at <= now && s.value.is_finite());
     // Replicas' worth of CPU at 100%, now, and the words for it.
-    let (demand, seen) = match (per_replica, latest) {
+    let (demand, seen) = match (learned.per_replica, latest) {
         (Some(per), Some(l)) => {
             (l.value / per, format!("load {:.0}/s = {:.1} replicas at 100%", l.value, l.value / per))
         }
         _ => {
             let measured_on = h.current_replicas.min(ready);
             (
-                m.current * f64::from(measured_on),
+                metric_demand(h, m, ready),
                 format!("metric {:.2} vs target {:.2} on {measured_on} replicas", m.current, m.target),
             )
         }
@@ -146,10 +146,7 @@ pub fn hpa_growth(
     // The HPA's syncs within the lead, each at most max(+100%, +4 pods).
     let sync = config.hpa_sync_period.as_secs_f64().max(1e-3);
     let syncs = ((lead.as_secs_f64() / sync).ceil() as u32).max(1);
-    let mut limit = base;
-    for _ in 0..syncs {
-        limit = limit.saturating_mul(2).max(limit.saturating_add(4));
-    }
+    let limit = (0..syncs).fold(base, |r, _| scale_up_limit(r));
     let replicas = want.min(limit).min(h.max_replicas);
     if replicas <= base {
         return Some(Growth { replicas: None, because: String::new(), rising });
@@ -160,6 +157,19 @@ pub fn hpa_growth(
         if syncs == 1 { "" } else { "s" }
     );
     Some(Growth { replicas: Some(replicas), because, rising })
+}
+
+/// Replicas' worth of CPU at 100% the HPA's metric shows: the metric times the replicas it was
+/// measured on, its status' current replicas and no more than are ready now (pods it added since
+/// are not in the metric; counting them would inflate demand).
+pub fn metric_demand(h: &Hpa, m: HpaMetric, ready: u32) -> f64 {
+    m.current * f64::from(h.current_replicas.min(ready))
+}
+
+/// The most replicas one HPA sync may decide on from `replicas`: its default scale-up policies,
+/// max(+100%, +4 pods) per 15 s period.
+pub fn scale_up_limit(replicas: u32) -> u32 {
+    replicas.saturating_mul(2).max(replicas.saturating_add(4))
 }
 
 /// How far ahead room must be released: the longest release latency among the jobs, and at

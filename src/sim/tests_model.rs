@@ -180,10 +180,12 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
     let fast = replay_window(&fast_masters, Policy::Colocate, &settings(true));
     assert!((1..=4).contains(&fast.scheduler_preemptions), "{fast:?}");
     assert!(fast.online_unschedulable_pod_s < 10.0 && fast.colocate_forced_preemptions == 0, "{fast:?}");
-    // With the HPA's status only and 30 s releases, pods wait, though less than under preemption.
+    // With the HPA's status only and 30 s releases, pods wait for the first step's release, but
+    // the metric's rise reserves for the second step in time: under the 45% of the
+    // baseline (66% when only the metric's level was reserved for; 33% with its trend).
     let slow = replay_window(&scenario, Policy::Colocate, &settings(false));
     assert!(slow.online_unschedulable_pod_s > 0.0, "{slow:?}");
-    assert!(slow.online_unschedulable_pod_s < baseline.online_unschedulable_pod_s, "{slow:?}");
+    assert!(slow.online_unschedulable_pod_s < 0.45 * baseline.online_unschedulable_pod_s, "{slow:?}");
 }
 
 #[test]
