@@ -105,10 +105,9 @@ pub fn online_needs(
             // when it scales down, `current` is what it is removing: reserving for it would
             // shrink training for pods about to go.
             expected = expected.max(h.current_replicas.min(desired));
-            // Without a load signal the HPA's metric is the only trend there is.
             let learned = Learned {
                 per_replica: calibration.per_replica(&svc.name),
-                metric_trend: svc.load.is_empty().then(|| metric_steps.factor(&svc.name, snap.now, lead, config)),
+                metric_trend: metric_steps.factor(&svc.name, snap.now, lead, config),
             };
             if let Some(g) = hpa_growth(svc, h, c.ready, snap.now, learned, lead, config) {
                 rising = g.rising;

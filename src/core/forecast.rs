@@ -89,13 +89,13 @@ fn calm_mean(samples: &[Sample], now: Duration, window: Duration) -> Option<f64>
 }
 
 /// What the core has learned of a service from earlier snapshots.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Learned {
     /// Load one replica carries at 100% of its CPU ([`Calibration`]).
     pub per_replica: Option<f64>,
-    /// Without a load signal, the trend of the HPA's metric
-    /// ([`MetricSteps`](super::metric_trend::MetricSteps)); else the load's trend is used.
-    pub metric_trend: Option<f64>,
+    /// The trend of the HPA's metric ([`MetricSteps`](super::metric_trend::MetricSteps)):
+    /// [`hpa_growth`] takes it where the service has no load samples.
+    pub metric_trend: f64,
 }
 
 /// What the HPA is expected to do within the lead.
@@ -121,7 +121,12 @@ pub fn hpa_growth(
     config: &Config,
 ) -> Option<Growth> {
     let m = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite())?;
-    let trend = learned.metric_trend.unwrap_or_else(|| load_trend_factor(&svc.load, now, config.trend_window, lead));
+    // Without a load signal the HPA's metric is the only trend there is.
+    let trend = if svc.load.is_empty() {
+        learned.metric_trend
+    } else {
+        load_trend_factor(&svc.load, now, config.trend_window, lead)
+    };
     let rising = trend > 1.0;
     let latest = svc.load.iter().rev().find(|s| s.at <= now && s.value.is_finite());
     // Replicas' worth of CPU at 100%, now, and the words for it.
@@ -130,7 +135,7 @@ pub fn hpa_growth(
             (l.value / per, format!("load {:.0}/s = {:.1} replicas at 100%", l.value, l.value / per))
         }
         _ => {
-            let measured_on = h.current_replicas.min(ready);
+            let measured_on = measured_on(h, ready);
             (
                 metric_demand(h, m, ready),
                 format!("metric {:.2} vs target {:.2} on {measured_on} replicas", m.current, m.target),
@@ -160,10 +165,15 @@ pub fn hpa_growth(
 }
 
 /// Replicas' worth of CPU at 100% the HPA's metric shows: the metric times the replicas it was
-/// measured on, its status' current replicas and no more than are ready now (pods it added since
-/// are not in the metric; counting them would inflate demand).
+/// measured on.
 pub fn metric_demand(h: &Hpa, m: HpaMetric, ready: u32) -> f64 {
-    m.current * f64::from(h.current_replicas.min(ready))
+    m.current * f64::from(measured_on(h, ready))
+}
+
+/// The replicas the HPA's metric was measured on: its status' current replicas, no more than
+/// are ready now (pods it added since are not in the metric; counting them would inflate demand).
+fn measured_on(h: &Hpa, ready: u32) -> u32 {
+    h.current_replicas.min(ready)
 }
 
 /// The most replicas one HPA sync may decide on from `replicas`: its default scale-up policies,
