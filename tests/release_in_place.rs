@@ -9,6 +9,10 @@
 //! and let the online pod bind within seconds, while that worker is still exiting; the
 //! ReplicaSet must remove exactly the worker that was resized; the other keeps its CPU. Without
 //! the resize the online pod would wait the whole 30 s.
+//!
+//! The scheduler may preempt a worker while its resize waits for the kubelet, which never
+//! resizes a pod it is terminating. The master must then resize another in its place, or the
+//! room comes back only when the preempted worker has exited.
 
 mod support;
 
@@ -68,28 +72,79 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     // Two workers of 2 CPUs fill it: 500m is left, too little for the online pod below.
     bed.kubectl_apply(&node_manifest("n1", "4500m", "8Gi"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let running_workers = |n: usize| {
-        let pods = pods.clone();
-        async move {
-            let w = worker_pods(&pods).await;
-            let up = w.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
-            (up.count() == n).then_some(w)
-        }
-    };
-    // One worker, then a second more than a second later (`startTime` has whole seconds).
-    bed.kubectl_apply(&workers(1));
-    let first = eventually(Duration::from_secs(60), "the first worker running on n1", || running_workers(1)).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    bed.kubectl_apply(&workers(2));
-    let running = eventually(Duration::from_secs(60), "two workers running on n1", || running_workers(2)).await;
-    let reported = running[0].status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0].resources.clone();
+    let started = start_workers(&bed, &pods, 2).await;
+    let reported = started[0].status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0].resources.clone();
     assert!(reported.is_some(), "kwok's kubelet stage reports container resources (else /resize is refused)");
 
     // The node is full: an online pod of 2 CPUs waits.
-    bed.kubectl_apply(&json!({"apiVersion": "v1", "kind": "Pod",
+    online_pod_waits(&bed, &pods, None).await;
+
+    let (_master, mc) = start_master(&bed).await;
+
+    // Name the newer worker; the master releases the older one of that node in its place.
+    let leave = started[0].metadata.name.clone().unwrap();
+    let newer = started[1].metadata.name.clone().unwrap();
+    let keep = newer.clone();
+    let released = Instant::now();
+    mc.scale(&ScaleCommand::new(1, "online-headroom", 30).with_release_pods([newer])).await.expect("shrink to 1");
+    let bound = online_pod_bound(&pods).await;
+    let waited = released.elapsed();
+    assert_eq!(bound, "n1");
+    // The ReplicaSet removes the resized worker, which exits within its 30 s grace period.
+    let after = eventually(Duration::from_secs(10), "the released worker being removed", || {
+        let pods = pods.clone();
+        let leave = leave.clone();
+        async move {
+            let w = worker_pods(&pods).await;
+            let leaving = w.iter().find(|p| p.metadata.name.as_deref() == Some(leave.as_str()))?;
+            leaving.metadata.deletion_timestamp.is_some().then_some(w)
+        }
+    })
+    .await;
+    let leaving = after.iter().find(|p| p.metadata.name.as_deref() == Some(leave.as_str())).unwrap();
+    assert_eq!(cpu_request(leaving), colocate::live::master::in_place::RELEASED_CPU, "resized down first");
+    let kept = after.iter().find(|p| p.metadata.name.as_deref() == Some(keep.as_str())).expect("the kept worker");
+    assert!(kept.metadata.deletion_timestamp.is_none(), "the ReplicaSet removed the resized worker, not this one");
+    assert_eq!(cpu_request(kept), "2", "the worker that stays keeps its CPU");
+    assert!(waited < Duration::from_secs(15), "the online pod bound {waited:?} after the release, not within seconds");
+    eprintln!("online pod bound {waited:?} after the release; the released worker is still exiting");
+}
+
+/// Starts `n` workers one after another, each more than a second after the last (`startTime`
+/// has whole seconds, and the master's choice goes by it), and returns them oldest first.
+async fn start_workers(bed: &Testbed, pods: &Api<Pod>, n: usize) -> Vec<Pod> {
+    let mut started = Vec::new();
+    for count in 1..=n {
+        if count > 1 {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+        bed.kubectl_apply(&workers(count as u32));
+        let running = eventually(Duration::from_secs(60), &format!("{count} workers running on n1"), || {
+            let pods = pods.clone();
+            async move {
+                let w = worker_pods(&pods).await;
+                let up = w.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+                (up.count() == count).then_some(w)
+            }
+        })
+        .await;
+        let new = running.into_iter().find(|p| !started.iter().any(|s: &Pod| s.metadata.name == p.metadata.name));
+        started.push(new.expect("the new worker"));
+    }
+    started
+}
+
+/// Creates the online pod (2 CPUs, in `priority_class` if any) and waits until the scheduler
+/// has found no room for it.
+async fn online_pod_waits(bed: &Testbed, pods: &Api<Pod>, priority_class: Option<&str>) {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"namespace": NS, "name": "online"},
         "spec": {"containers": [{"name": "nginx", "image": "registry.invalid/fake",
-            "resources": {"requests": {"cpu": "2", "memory": "256Mi"}}}]}}));
+            "resources": {"requests": {"cpu": "2", "memory": "256Mi"}}}]}});
+    if let Some(class) = priority_class {
+        pod["spec"]["priorityClassName"] = json!(class);
+    }
+    bed.kubectl_apply(&pod);
     eventually(Duration::from_secs(30), "the online pod found unschedulable", || {
         let pods = pods.clone();
         async move {
@@ -99,10 +154,21 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
         }
     })
     .await;
+}
 
-    // The master, as the test bed's admin (its Role is checked by tests/example_master.rs).
+async fn online_pod_bound(pods: &Api<Pod>) -> String {
+    eventually(Duration::from_secs(45), "the online pod bound on the released room", || {
+        let pods = pods.clone();
+        async move { node_of(&pods.get("online").await.ok()?) }
+    })
+    .await
+}
+
+/// The master, as the test bed's admin (its Role is checked by tests/example_master.rs),
+/// releasing in place, and a client that has seen it serve.
+async fn start_master(bed: &Testbed) -> (KillOnDrop, MasterClient) {
     let port = free_port();
-    let _master = KillOnDrop(
+    let master = KillOnDrop(
         std::process::Command::new(env!("CARGO_BIN_EXE_colocate"))
             .args(["example-master", "--job", "wd", "--deployment", "wd", "--namespace", NS])
             .args(["--min-workers", "1", "--max-workers", "4", "--worker-cpu", "2", "--worker-memory", "1Gi"])
@@ -124,38 +190,66 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     })
     .await;
     assert_eq!(status.worker_release_s, Some(3.0), "announces the longest wait for the kubelet");
+    (master, mc)
+}
 
-    // Name the newer worker; the master releases the older one of that node in its place.
-    let leave = first[0].metadata.name.clone().unwrap();
-    let newer = running.iter().filter_map(|p| p.metadata.name.clone()).find(|n| *n != leave).expect("the newer worker");
-    let keep = newer.clone();
-    let released = Instant::now();
-    mc.scale(&ScaleCommand::new(1, "online-headroom", 30).with_release_pods([newer])).await.expect("shrink to 1");
-    let bound = eventually(Duration::from_secs(25), "the online pod bound on the released room", || {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize() {
+    let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*")).await.unwrap();
+    let client: Client = cluster::client(&bed).await;
+    cluster::namespace(&bed, NS);
+    // Three workers of 2 CPUs: 1 CPU is left, too little for the online pod.
+    bed.kubectl_apply(&node_manifest("n1", "7", "8Gi"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let started = start_workers(&bed, &pods, 3).await;
+    let names: Vec<String> = started.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+    let (oldest, middle, newest) = (names[0].clone(), names[1].clone(), names[2].clone());
+    // Online pods outrank workers and wait rather than preempt (as with `preemptionPolicy:
+    // Never`): the replacement of the preempted worker below must not take the room first.
+    bed.kubectl_apply(&json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "online-waits"}, "value": 1000, "preemptionPolicy": "Never"}));
+    online_pod_waits(&bed, &pods, Some("online-waits")).await;
+    let (_master, mc) = start_master(&bed).await;
+
+    // Naming the newest, the master resizes the oldest; it is deleted (30 s grace, as the
+    // scheduler deletes its victims) before the kubelet's second is over.
+    let preempt = {
         let pods = pods.clone();
-        async move { node_of(&pods.get("online").await.ok()?) }
-    })
-    .await;
+        let oldest = oldest.clone();
+        tokio::spawn(async move {
+            eventually(Duration::from_secs(20), "the oldest worker's resize asked for", || {
+                let pods = pods.clone();
+                let oldest = oldest.clone();
+                async move { (cpu_request(&pods.get(&oldest).await.ok()?) == "1m").then_some(()) }
+            })
+            .await;
+            pods.delete(&oldest, &Default::default()).await.expect("deleting the oldest worker");
+        })
+    };
+    let released = Instant::now();
+    mc.scale(&ScaleCommand::new(2, "online-headroom", 30).with_release_pods([newest.clone()])).await.expect("shrink to 2");
+    preempt.await.unwrap();
+    let preempted = pods.get(&oldest).await.expect("the preempted worker, exiting");
+    assert!(preempted.metadata.deletion_timestamp.is_some());
+    assert!(
+        !colocate::live::master::in_place::actuated(&preempted),
+        "deleted before the kubelet's second was over: its resize is never actuated"
+    );
+
+    // The master resizes the middle worker in its place: the online pod binds within seconds,
+    // while the preempted worker still holds 2 CPUs for its grace period.
+    let bound = online_pod_bound(&pods).await;
     let waited = released.elapsed();
     assert_eq!(bound, "n1");
-    // The ReplicaSet removes the resized worker, which exits within its 30 s grace period.
-    let after = eventually(Duration::from_secs(10), "the released worker being removed", || {
-        let pods = pods.clone();
-        let leave = leave.clone();
-        async move {
-            let w = worker_pods(&pods).await;
-            let leaving = w.iter().find(|p| p.metadata.name.as_deref() == Some(leave.as_str()))?;
-            leaving.metadata.deletion_timestamp.is_some().then_some(w)
-        }
-    })
-    .await;
-    let leaving = after.iter().find(|p| p.metadata.name.as_deref() == Some(leave.as_str())).unwrap();
-    assert_eq!(cpu_request(leaving), colocate::live::master::in_place::RELEASED_CPU, "resized down first");
-    let kept = after.iter().find(|p| p.metadata.name.as_deref() == Some(keep.as_str())).expect("the kept worker");
-    assert!(kept.metadata.deletion_timestamp.is_none(), "the ReplicaSet removed the resized worker, not this one");
-    assert_eq!(cpu_request(kept), "2", "the worker that stays keeps its CPU");
     assert!(waited < Duration::from_secs(15), "the online pod bound {waited:?} after the release, not within seconds");
-    eprintln!("online pod bound {waited:?} after the release; the released worker is still exiting");
+    let after = worker_pods(&pods).await;
+    let find = |name: &str| after.iter().find(|p| p.metadata.name.as_deref() == Some(name));
+    let substitute = find(&middle).expect("the middle worker");
+    assert_eq!(cpu_request(substitute), colocate::live::master::in_place::RELEASED_CPU, "resized in the oldest's place");
+    let kept = find(&newest).expect("the newest worker");
+    assert!(kept.metadata.deletion_timestamp.is_none(), "the named worker's node gave its room by the others");
+    assert_eq!(cpu_request(kept), "2");
+    eprintln!("online pod bound {waited:?} after the release; the preempted worker is still exiting");
 }
 
 /// The master process, killed with the test even when an assertion fails (else it outlives it).

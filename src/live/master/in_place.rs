@@ -96,7 +96,12 @@ pub fn actuated(pod: &Pod) -> bool {
 /// [`ACTUATION_WAIT`], until their statuses report it. Best effort: a worker the API server
 /// refuses to resize (Guaranteed QoS, no RBAC, a node without resize support) or that is not
 /// actuated in time is logged and leaves with its grace period as without this.
-pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) {
+///
+/// Returns how many of the resized workers were deleted meanwhile (the scheduler preempts
+/// workers while their resizes wait): the kubelet never resizes a pod it is terminating, so the
+/// wait for them ends there, and the ReplicaSet no longer counts them, so the caller chooses
+/// again.
+pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) -> usize {
     let started = tokio::time::Instant::now();
     let mut waiting = Vec::new();
     for pod in workers {
@@ -111,11 +116,14 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) {
         }
     }
     let resized = waiting.clone();
+    let mut deleted = Vec::new();
     while !waiting.is_empty() && started.elapsed() < ACTUATION_WAIT {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut still = Vec::new();
         for name in waiting {
             match pods.get_opt(&name).await {
+                Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => deleted.push(name),
+                Ok(None) => deleted.push(name),
                 Ok(Some(p)) if !actuated(&p) => still.push(name),
                 Ok(_) => {}
                 Err(e) => {
@@ -133,6 +141,10 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) {
     // Names, so that a run's log says which workers' room came back early and which waited out
     // their grace period (a worker the scheduler preempted meanwhile is in neither).
     tracing::info!(%owner, pods = ?resized, reported_in_s = started.elapsed().as_secs_f64(), "released workers resized in place");
+    if !deleted.is_empty() {
+        tracing::info!(pods = ?deleted, %owner, "deleted while their resizes waited (preempted): they keep their room for their grace period");
+    }
+    deleted.len()
 }
 
 #[cfg(test)]
