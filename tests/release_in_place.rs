@@ -227,7 +227,9 @@ async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize
         })
     };
     let released = Instant::now();
-    mc.scale(&ScaleCommand::new(2, "online-headroom", 30).with_release_pods([newest.clone()])).await.expect("shrink to 2");
+    mc.scale(&ScaleCommand::new(2, "online-headroom", 30).with_release_pods([newest.clone()]))
+        .await
+        .expect("shrink to 2");
     preempt.await.unwrap();
     let preempted = pods.get(&oldest).await.expect("the preempted worker, exiting");
     assert!(preempted.metadata.deletion_timestamp.is_some());
@@ -245,7 +247,11 @@ async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize
     let after = worker_pods(&pods).await;
     let find = |name: &str| after.iter().find(|p| p.metadata.name.as_deref() == Some(name));
     let substitute = find(&middle).expect("the middle worker");
-    assert_eq!(cpu_request(substitute), colocate::live::master::in_place::RELEASED_CPU, "resized in the oldest's place");
+    assert_eq!(
+        cpu_request(substitute),
+        colocate::live::master::in_place::RELEASED_CPU,
+        "resized in the oldest's place"
+    );
     let kept = find(&newest).expect("the newest worker");
     assert!(kept.metadata.deletion_timestamp.is_none(), "the named worker's node gave its room by the others");
     assert_eq!(cpu_request(kept), "2");
