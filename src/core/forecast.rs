@@ -94,7 +94,7 @@ pub struct Learned {
     /// Load one replica carries at 100% of its CPU ([`Calibration`]).
     pub per_replica: Option<f64>,
     /// The trend of the HPA's metric ([`MetricSteps`](super::metric_trend::MetricSteps)):
-    /// [`hpa_growth`] takes it where the service has no load samples.
+    /// [`hpa_growth`] takes it where the load's samples give no trend.
     pub metric_trend: f64,
 }
 
@@ -121,12 +121,9 @@ pub fn hpa_growth(
     config: &Config,
 ) -> Option<Growth> {
     let m = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite())?;
-    // Without a load signal the HPA's metric is the only trend there is.
-    let trend = if svc.load.is_empty() {
-        learned.metric_trend
-    } else {
-        load_trend_factor(&svc.load, now, config.trend_window, lead)
-    };
+    // The load leads the HPA's metric, so its trend comes first; where its samples give none
+    // (no load signal, or too few fresh samples after an outage) the metric's is the trend.
+    let trend = load_trend_factor(&svc.load, now, config.trend_window, lead).unwrap_or(learned.metric_trend);
     let rising = trend > 1.0;
     let latest = svc.load.iter().rev().find(|s| s.at <= now && s.value.is_finite());
     // Replicas' worth of CPU at 100%, now, and the words for it.
@@ -214,10 +211,14 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// (docs/spike-replay.md, "One trend per sample"). Samples older than the window are no trend.
 /// `samples` are oldest first (the sampler's history and replay's both keep them so): the
 /// newest is the last, and the gap is the last two's.
-pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> f64 {
-    let Some(recent) = RecentSamples::seen(samples, now, window) else { return 1.0 };
+///
+/// `None` where the samples say nothing of a trend: none inside the window (or all older than
+/// it), or fewer than two there (the first fresh sample after an outage). 1.0 where they say the
+/// load is not rising.
+pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, horizon: Duration) -> Option<f64> {
+    let recent = RecentSamples::seen(samples, now, window)?;
     let pts = recent.within(window);
-    let Some(whole) = slope(pts) else { return 1.0 };
+    let whole = slope(pts)?;
     let third_pts = recent.newest_third(window);
     let third = slope(third_pts).unwrap_or(whole);
     // Two rises in a row at least: of two samples, "rising throughout" is any uptick of noise.
@@ -225,9 +226,9 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     let rate = if third > whole && rising_throughout { third } else { whole.min(third) };
     let (_, last) = recent.newest();
     if last <= 0.0 || rate <= 0.0 {
-        return 1.0;
+        return Some(1.0);
     }
-    (last + rate * horizon.as_secs_f64()) / last
+    Some((last + rate * horizon.as_secs_f64()) / last)
 }
 
 /// The finite samples seen by `now`, as (seconds, value), oldest first, for windows that end at
@@ -317,11 +318,11 @@ mod tests {
             .collect();
         let window = Duration::from_secs(30);
         let horizon = Duration::from_secs(15);
-        let at_sample = load_trend_factor(&samples, Duration::from_millis(40_150), window, horizon);
+        let at_sample = load_trend_factor(&samples, Duration::from_millis(40_150), window, horizon).unwrap();
         assert!(at_sample > 1.0, "{at_sample}");
         // Moments at which the window measured from `now` would have dropped the 10.15 s sample.
         for now_ms in [40_150, 40_200, 42_000, 45_100] {
-            let f = load_trend_factor(&samples, Duration::from_millis(now_ms), window, horizon);
+            let f = load_trend_factor(&samples, Duration::from_millis(now_ms), window, horizon).unwrap();
             assert_eq!(f, at_sample, "at {now_ms} ms");
         }
     }
@@ -355,7 +356,7 @@ mod tests {
         // Flat for two thirds of the window, then rising 10 per second at every sample.
         let onset: Vec<Sample> =
             (0..=30).map(|k| s(k, if k <= 20 { 100.0 } else { 100.0 + 10.0 * (k - 20) as f64 })).collect();
-        let f = load_trend_factor(&onset, Duration::from_secs(30), window, horizon);
+        let f = load_trend_factor(&onset, Duration::from_secs(30), window, horizon).unwrap();
         assert!((f - (200.0 + 10.0 * 15.0) / 200.0).abs() < 1e-9, "the onset's own slope: {f}");
         // The same rise with one dip in the newest third: noise, so the smaller (whole window's)
         // slope, as before the onset rule.
@@ -363,7 +364,7 @@ mod tests {
         dipped[25].value = dipped[23].value;
         let recent = RecentSamples::seen(&dipped, Duration::from_secs(30), window).unwrap();
         let whole = slope(recent.within(window)).unwrap();
-        let f = load_trend_factor(&dipped, Duration::from_secs(30), window, horizon);
+        let f = load_trend_factor(&dipped, Duration::from_secs(30), window, horizon).unwrap();
         assert!((f - (200.0 + whole * 15.0) / 200.0).abs() < 1e-9, "the window's slope {whole}: {f}");
         assert!(f < 1.5, "{f}");
         // Sampled every 5 s, the third holds two samples: one uptick is no onset.
@@ -371,37 +372,81 @@ mod tests {
         let recent = RecentSamples::seen(&sparse, Duration::from_secs(30), window).unwrap();
         assert_eq!(recent.newest_third(window).len(), 2);
         let whole = slope(recent.within(window)).unwrap();
-        let f = load_trend_factor(&sparse, Duration::from_secs(30), window, horizon);
+        let f = load_trend_factor(&sparse, Duration::from_secs(30), window, horizon).unwrap();
         assert!((f - (130.0 + whole * 15.0) / 130.0).abs() < 1e-9, "the window's slope {whole}: {f}");
+    }
+
+    /// The HPA at 10 replicas at its 0.6 target (calm), with `load` samples and no calibration.
+    fn growth_with(load: Vec<Sample>, metric_trend: f64) -> Option<u32> {
+        use crate::core::resources::Resources;
+        let h = Hpa {
+            min_replicas: 1,
+            max_replicas: 100,
+            current_replicas: 10,
+            desired_replicas: 10,
+            metric: Some(HpaMetric { current: 0.6, target: 0.6 }),
+        };
+        let svc = Service {
+            name: "web".into(),
+            replica: Resources::default(),
+            hpa: Some(h.clone()),
+            load,
+            latency: None,
+            headroom_replicas: 0,
+        };
+        let learned = Learned { per_replica: None, metric_trend };
+        let lead = Duration::from_secs(30);
+        hpa_growth(&svc, &h, 10, Duration::from_secs(100), learned, lead, &Config::default())?.replicas
+    }
+
+    #[test]
+    fn the_metric_trend_stands_in_where_the_load_gives_none() {
+        // No load signal, or one fresh sample after an outage: the metric's trend.
+        assert_eq!(growth_with(vec![], 1.5), Some(15));
+        assert_eq!(growth_with(vec![s(40, 100.0), s(100, 100.0)], 1.5), Some(15));
+        // A flat load over the window is a trend, and it says the metric's rise is not coming.
+        assert_eq!(growth_with((70..=100).map(|t| s(t, 100.0)).collect(), 1.5), None);
     }
 
     #[test]
     fn trend_extrapolates_rising_load_only() {
         let rising = [s(0, 100.0), s(10, 110.0), s(20, 120.0), s(30, 130.0)];
-        let f = load_trend_factor(&rising, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15));
+        let f = load_trend_factor(&rising, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15))
+            .unwrap();
         assert!((f - 145.0 / 130.0).abs() < 1e-9, "{f}");
         let falling = [s(0, 130.0), s(10, 120.0), s(20, 110.0)];
         assert_eq!(
             load_trend_factor(&falling, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)),
-            1.0
+            Some(1.0)
         );
         // A jump that has levelled off: the newest third of the window is flat.
         let jump = [s(0, 100.0), s(5, 100.0), s(10, 400.0), s(20, 400.0), s(25, 400.0), s(30, 400.0)];
         assert_eq!(
             load_trend_factor(&jump, Duration::from_secs(30), Duration::from_secs(30), Duration::from_secs(15)),
-            1.0
+            Some(1.0)
         );
         // Sampled every 10 s: the last third holds one sample, so the newest two stand in for
         // it; flat at the end, the jump is not extrapolated.
         let sparse = [s(0, 100.0), s(10, 400.0), s(20, 400.0)];
         assert_eq!(
             load_trend_factor(&sparse, Duration::from_secs(20), Duration::from_secs(30), Duration::from_secs(15)),
-            1.0
+            Some(1.0)
         );
+        // Samples older than the window, or one alone in it, say nothing of a trend.
         let old = [s(0, 100.0), s(1, 200.0)];
         assert_eq!(
             load_trend_factor(&old, Duration::from_secs(100), Duration::from_secs(30), Duration::from_secs(15)),
-            1.0
+            None
+        );
+        let after_an_outage = [s(0, 100.0), s(1, 200.0), s(100, 300.0)];
+        assert_eq!(
+            load_trend_factor(
+                &after_an_outage,
+                Duration::from_secs(100),
+                Duration::from_secs(30),
+                Duration::from_secs(15)
+            ),
+            None
         );
     }
 }
