@@ -219,13 +219,21 @@ impl Cluster {
 
     /// Releases a bound worker in place: its master resizes it down and its room frees when the
     /// kubelet reports the resize, `after` seconds from now, unless the scheduler preempts it
-    /// first (see [`Cluster::preempt`]). Unbound pods go at once.
+    /// first (see [`Cluster::preempt`]). Unbound pods go at once. Not `removal_after_grace_s`
+    /// later: that is the kubelet removing a pod whose grace period is over, and a resize frees
+    /// the room the moment it is reported.
     pub fn release_in_place(&mut self, id: PodId, now: f64, after: f64) {
-        let was_leaving = self.pods.get(&id).is_none_or(|p| p.leaving_at.is_some());
-        self.delete(id, now, after);
-        match self.pods.get_mut(&id) {
-            Some(pod) if !was_leaving => pod.resizing = true,
-            _ => {}
+        let Some(pod) = self.pods.get_mut(&id) else { return };
+        if pod.leaving_at.is_some() {
+            return;
+        }
+        match pod.node {
+            Some(n) if after > 0.0 => {
+                pod.leaving_at = Some(now + after);
+                pod.resizing = true;
+                self.nodes[n].leaving += pod.requests;
+            }
+            _ => self.remove(id),
         }
     }
 
@@ -385,6 +393,7 @@ impl Cluster {
     /// leaving the deletion changes nothing, but the mark makes preemptors wait for it; unless
     /// its room was to free by a resize in place, which the kubelet no longer actuates.
     fn preempt(&mut self, id: PodId, now: f64, grace: f64) -> Preempted {
+        let removal_after_grace_s = self.removal_after_grace_s;
         let pod = self.pods.get_mut(&id).expect("a victim exists");
         let was_leaving = pod.leaving_at.is_some();
         let picked_before = pod.preempted;
@@ -398,7 +407,8 @@ impl Cluster {
         }
         if pod.resizing {
             pod.resizing = false;
-            pod.leaving_at = pod.leaving_at.map(|t| t.max(now + grace));
+            // Now a deletion: the pod goes when its grace period is over, as `delete` has it.
+            pod.leaving_at = pod.leaving_at.map(|t| t.max(now + grace + removal_after_grace_s));
             return Preempted::ReleaseCut;
         }
         if was_leaving {
