@@ -250,6 +250,23 @@ fn a_worker_released_in_place_frees_its_room_unless_the_scheduler_deletes_it_fir
     c.reap(2.0);
     assert_eq!(c.pods[&w[1]].leaving_at, Some(GRACE), "the cut release holds its node");
     assert_eq!(c.nodes[0].victims_leaving, 2);
+    // In a window replay a deleted pod goes half a second after its grace period (the
+    // kubelet's removal); a resize is reported, not removed, so it frees its room on time, and
+    // a cut release is a deletion like any other.
+    let removal = super::cluster::REMOVAL_AFTER_GRACE_S;
+    let in_a_window = || {
+        let mut c = cluster(&[4000]);
+        c.removal_after_grace_s = removal;
+        let w: Vec<PodId> = (0..2).map(|_| bound(&mut c, worker(0), cpu(2000), 0)).collect();
+        c.release_in_place(w[1], 0.0, 1.2);
+        (c, w)
+    };
+    let (c, w) = in_a_window();
+    assert_eq!(c.pods[&w[1]].leaving_at, Some(1.2), "a resize frees its room when reported");
+    let (mut c, w) = in_a_window();
+    c.create("web".into(), online_kind(), cpu(3000), 0.0);
+    c.schedule(0.0, &preemption, &|_| 0.0, &|_| 0, GRACE);
+    assert_eq!(c.pods[&w[1]].leaving_at, Some(GRACE + removal), "a cut release is a deletion");
 }
 
 #[test]
