@@ -77,7 +77,7 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     assert!(reported.is_some(), "kwok's kubelet stage reports container resources (else /resize is refused)");
 
     // The node is full: an online pod of 2 CPUs waits.
-    online_pod_waits(&bed, &pods, None).await;
+    online_pod_waits(&bed, &pods, "2").await;
 
     let (_master, mc) = start_master(&bed).await;
 
@@ -134,17 +134,13 @@ async fn start_workers(bed: &Testbed, pods: &Api<Pod>, n: usize) -> Vec<Pod> {
     started
 }
 
-/// Creates the online pod (2 CPUs, in `priority_class` if any) and waits until the scheduler
-/// has found no room for it.
-async fn online_pod_waits(bed: &Testbed, pods: &Api<Pod>, priority_class: Option<&str>) {
-    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+/// Creates the online pod (`cpu`, at the workers' priority: it waits rather than preempts) and
+/// waits until the scheduler has found no room for it.
+async fn online_pod_waits(bed: &Testbed, pods: &Api<Pod>, cpu: &str) {
+    bed.kubectl_apply(&json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"namespace": NS, "name": "online"},
         "spec": {"containers": [{"name": "nginx", "image": "registry.invalid/fake",
-            "resources": {"requests": {"cpu": "2", "memory": "256Mi"}}}]}});
-    if let Some(class) = priority_class {
-        pod["spec"]["priorityClassName"] = json!(class);
-    }
-    bed.kubectl_apply(&pod);
+            "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}}));
     eventually(Duration::from_secs(30), "the online pod found unschedulable", || {
         let pods = pods.clone();
         async move {
@@ -198,17 +194,15 @@ async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize
     let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*")).await.unwrap();
     let client: Client = cluster::client(&bed).await;
     cluster::namespace(&bed, NS);
-    // Three workers of 2 CPUs: 1 CPU is left, too little for the online pod.
-    bed.kubectl_apply(&node_manifest("n1", "7", "8Gi"));
+    // Three workers of 2 CPUs fill it.
+    bed.kubectl_apply(&node_manifest("n1", "6", "8Gi"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let started = start_workers(&bed, &pods, 3).await;
     let names: Vec<String> = started.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
     let (oldest, middle, newest) = (names[0].clone(), names[1].clone(), names[2].clone());
-    // Online pods outrank workers and wait rather than preempt (as with `preemptionPolicy:
-    // Never`): the replacement of the preempted worker below must not take the room first.
-    bed.kubectl_apply(&json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": "online-waits"}, "value": 1000, "preemptionPolicy": "Never"}));
-    online_pod_waits(&bed, &pods, Some("online-waits")).await;
+    // The online pod needs 1.5 CPUs: one resized worker's room (2 CPUs less 1m) takes it, and
+    // not the replacement of the preempted worker below (2 CPUs), which waits.
+    online_pod_waits(&bed, &pods, "1500m").await;
     let (_master, mc) = start_master(&bed).await;
 
     // Naming the newest, the master resizes the oldest; it is deleted (30 s grace, as the
@@ -217,12 +211,12 @@ async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize
         let pods = pods.clone();
         let oldest = oldest.clone();
         tokio::spawn(async move {
-            eventually(Duration::from_secs(20), "the oldest worker's resize asked for", || {
-                let pods = pods.clone();
-                let oldest = oldest.clone();
-                async move { (cpu_request(&pods.get(&oldest).await.ok()?) == "1m").then_some(()) }
-            })
-            .await;
+            // Polled closely: kwok's kubelet stage reports a resize a second after it is asked.
+            let asked = Instant::now();
+            while pods.get(&oldest).await.map(|p| cpu_request(&p)).ok().as_deref() != Some("1m") {
+                assert!(asked.elapsed() < Duration::from_secs(20), "the oldest worker's resize never asked for");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             pods.delete(&oldest, &Default::default()).await.expect("deleting the oldest worker");
         })
     };
@@ -244,17 +238,34 @@ async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize
     let waited = released.elapsed();
     assert_eq!(bound, "n1");
     assert!(waited < Duration::from_secs(15), "the online pod bound {waited:?} after the release, not within seconds");
-    let after = worker_pods(&pods).await;
+    // The substitute leaves too (resized, then removed), and once the ReplicaSet has settled
+    // (it may create a pod for the deleted substitute before it reads the lower count, then
+    // remove it) the named worker and the preempted one's replacement stay: two, as asked.
+    let staying_of = |w: &[Pod]| -> Vec<String> {
+        w.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).filter_map(|p| p.metadata.name.clone()).collect()
+    };
+    let after = eventually(Duration::from_secs(15), "the substitute removed and two workers staying", || {
+        let pods = pods.clone();
+        let middle = middle.clone();
+        async move {
+            let w = worker_pods(&pods).await;
+            let substitute = w.iter().find(|p| p.metadata.name.as_deref() == Some(middle.as_str()))?;
+            (substitute.metadata.deletion_timestamp.is_some() && staying_of(&w).len() == 2).then_some(w)
+        }
+    })
+    .await;
     let find = |name: &str| after.iter().find(|p| p.metadata.name.as_deref() == Some(name));
     let substitute = find(&middle).expect("the middle worker");
     assert_eq!(
         cpu_request(substitute),
         colocate::live::master::in_place::RELEASED_CPU,
-        "resized in the oldest's place"
+        "resized in the oldest's place before it was removed"
     );
     let kept = find(&newest).expect("the newest worker");
     assert!(kept.metadata.deletion_timestamp.is_none(), "the named worker's node gave its room by the others");
     assert_eq!(cpu_request(kept), "2");
+    let staying = staying_of(&after);
+    assert!(!staying.contains(&oldest) && !staying.contains(&middle), "{staying:?}");
     eprintln!("online pod bound {waited:?} after the release; the preempted worker is still exiting");
 }
 

@@ -123,9 +123,11 @@ pub fn hpa_growth(
     let m = h.metric.filter(|m| m.target > 0.0 && m.current.is_finite())?;
     // The load leads the HPA's metric, so its trend comes first; where its samples give none
     // (no load signal, or too few fresh samples after an outage) the metric's is the trend.
-    let trend = load_trend_factor(&svc.load, now, config.trend_window, lead).unwrap_or(learned.metric_trend);
+    let load_trend = load_trend_factor(&svc.load, now, config.trend_window, lead);
+    let trend = load_trend.unwrap_or(learned.metric_trend);
     let rising = trend > 1.0;
-    let latest = svc.load.iter().rev().find(|s| s.at <= now && s.value.is_finite());
+    // The load is demand while its samples give a trend; older ones say less than the metric.
+    let latest = load_trend.and_then(|_| svc.load.iter().rev().find(|s| s.at <= now && s.value.is_finite()));
     // Replicas' worth of CPU at 100%, now, and the words for it.
     let (demand, seen) = match (learned.per_replica, latest) {
         (Some(per), Some(l)) => {

@@ -1,5 +1,5 @@
 //! The rise of a service's HPA metric from one sync to the next: the only trend there is when
-//! the controller has no load signal.
+//! the controller has no load signal, or its samples give none (too few fresh ones).
 //!
 //! Without a request rate the core sees demand only as the HPA does, at its syncs: its metric
 //! times the replicas it was measured on. The HPA's first step after a load step is capped

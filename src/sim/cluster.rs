@@ -408,7 +408,8 @@ impl Cluster {
         if pod.resizing {
             pod.resizing = false;
             // Now a deletion: the pod goes when its grace period is over, as `delete` has it.
-            pod.leaving_at = pod.leaving_at.map(|t| t.max(now + grace + removal_after_grace_s));
+            let removal = if grace > 0.0 { removal_after_grace_s } else { 0.0 };
+            pod.leaving_at = pod.leaving_at.map(|t| t.max(now + grace + removal));
             return Preempted::ReleaseCut;
         }
         if was_leaving {

@@ -118,8 +118,15 @@ impl DeploymentBackend {
 
     /// Before a shrink by `excess` lowers the count: picks the workers that leave (the named
     /// ones holding a node first, [`removal::plan`]), resizes them down in place when releasing
-    /// in place, marks exactly those with the lowest deletion cost, and deletes them itself where
-    /// the ReplicaSet would remove others (pods still waiting for a node, which free no room).
+    /// in place, marks those with the lowest deletion cost, and deletes them itself where the
+    /// ReplicaSet would remove others (pods still waiting for a node, which free no room).
+    ///
+    /// That last choice is made on the workers as they are just before the count goes down:
+    /// the scheduler preempts workers while a shrink is prepared (an HPA's new pods and
+    /// colocate's command come together), the ReplicaSet replaces them with pods that wait for
+    /// a node, and it removes those before any marked worker. Planned on the list taken at the
+    /// start, the shrink then freed nothing: live WorldCup98 (session 29), two such
+    /// replacements created 0.1 s after the master's list took a named worker's place twice.
     async fn prepare_shrink(
         &self,
         owner: &str,
@@ -128,15 +135,25 @@ impl DeploymentBackend {
         excess: usize,
     ) -> Result<(), BackendError> {
         let named = named_in(&self.namespace, owner, release_pods);
-        let mut workers = list_workers(&self.pods, owner, selector).await?;
+        let workers = list_workers(&self.pods, owner, selector).await?;
         warn_unknown(owner, &named, &workers);
-        if self.release_in_place {
-            workers = self.resize_leaving(owner, selector, &named, workers, excess).await?;
-        }
-        let named = if self.release_in_place { removal::in_place_choice(&workers, &named) } else { named };
-        let removal = removal::plan(&workers, &named, excess);
-        let leaving = removal.leaving.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
-        mark_among(&self.pods, &self.namespace, owner, &leaving, &workers).await?;
+        let (workers, leaving): (Vec<Pod>, BTreeSet<String>) = if self.release_in_place {
+            self.resize_leaving(owner, selector, &named, workers, excess).await
+        } else {
+            let leaving = removal::plan(&workers, &named, excess).leaving;
+            let leaving = leaving.iter().filter_map(|p| p.metadata.name.clone()).collect();
+            (workers, leaving)
+        };
+        let leaving_names: BTreeSet<&str> = leaving.iter().map(String::as_str).collect();
+        mark_among(&self.pods, &self.namespace, owner, &leaving_names, &workers).await?;
+        let now = match list_workers(&self.pods, owner, selector).await {
+            Ok(now) => now,
+            Err(e) => {
+                tracing::warn!(%owner, error = %e, "listing the workers again before the count goes down; planning on the earlier list");
+                workers
+            }
+        };
+        let removal = removal::plan(&now, &leaving_names, excess);
         for name in removal.direct.iter().filter_map(|p| p.metadata.name.as_deref()) {
             let params = kube::api::DeleteParams { grace_period_seconds: self.release_grace_s, ..Default::default() };
             match self.pods.delete(name, &params).await {
@@ -155,17 +172,19 @@ impl DeploymentBackend {
         Ok(())
     }
 
-    /// Releasing in place: resizes the workers a shrink by `excess` removes ([`removal::plan`]
-    /// over [`removal::in_place_choice`]) and returns the workers as they are once the kubelet
-    /// has reported it. A worker the scheduler preempts while its resize waits is never resized
-    /// and is no longer counted by the ReplicaSet, so the lowered count would remove another
-    /// worker in its stead: by the ReplicaSet's ranking, often the preempted worker's own
-    /// replacement, just bound in the room the other resizes freed, which then holds that room
-    /// for its whole grace period. Live flash crowd (session 29): two such replacements at each
-    /// of two HPA steps kept 4 CPU for 30 s while online pods preempted more workers. So after
-    /// a round with such cuts the choice is made again over the workers still counted and the
-    /// substitutes are resized too: two rounds at most (what a second round loses to the
-    /// scheduler leaves with its grace period, as without releases in place).
+    /// Releasing in place: resizes the workers a shrink by `excess` removes
+    /// ([`removal::in_place_leaving`]) and returns the workers as they are once the kubelet has
+    /// reported it, with the names of those that leave. A worker the scheduler preempts while
+    /// its resize waits is never resized and is no longer counted by the ReplicaSet, so the
+    /// lowered count would remove another worker in its stead: by the ReplicaSet's ranking,
+    /// often the preempted worker's own replacement, just bound in the room the other resizes
+    /// freed, which then holds that room for its whole grace period. Live flash crowd (session
+    /// 29): two such replacements at each of two HPA steps kept 4 CPU for 30 s while online
+    /// pods preempted more workers. So the workers are listed again after each round, and
+    /// where a resized one is no longer counted the substitutes are resized too: two rounds at
+    /// most, both within one [`in_place::ACTUATION_WAIT`] (what the master announces). Never
+    /// fails: after any resize the shrink must go on, or the resized workers would train on no
+    /// CPU; a failed list leaves the plan to the last good one.
     async fn resize_leaving(
         &self,
         owner: &str,
@@ -173,25 +192,37 @@ impl DeploymentBackend {
         named: &BTreeSet<&str>,
         mut workers: Vec<Pod>,
         excess: usize,
-    ) -> Result<Vec<Pod>, BackendError> {
+    ) -> (Vec<Pod>, BTreeSet<String>) {
+        let deadline = tokio::time::Instant::now() + in_place::ACTUATION_WAIT;
         let mut resized: BTreeSet<String> = BTreeSet::new();
         for _round in 0..2 {
-            let choice = removal::in_place_choice(&workers, named);
-            let leaving: Vec<&Pod> = removal::plan(&workers, &choice, excess)
-                .leaving
-                .into_iter()
-                .filter(|p| p.metadata.name.as_ref().is_some_and(|n| !resized.contains(n)))
+            let leaving = removal::in_place_leaving(&workers, named, &resized, excess);
+            let substitutes: Vec<&Pod> = workers
+                .iter()
+                .filter(|p| p.metadata.name.as_deref().is_some_and(|n| leaving.contains(n) && !resized.contains(n)))
                 .collect();
-            if leaving.is_empty() {
+            if substitutes.is_empty() {
                 break;
             }
-            resized.extend(leaving.iter().filter_map(|p| p.metadata.name.clone()));
-            if in_place::release(&self.pods, owner, &leaving).await == 0 {
+            resized.extend(substitutes.iter().filter_map(|p| p.metadata.name.clone()));
+            in_place::release(&self.pods, owner, &substitutes, deadline).await;
+            match list_workers(&self.pods, owner, selector).await {
+                Ok(now) => workers = now,
+                Err(e) => {
+                    tracing::warn!(%owner, error = %e, "listing the workers after their resizes; planning on the earlier list");
+                    break;
+                }
+            }
+            let counted = |n: &String| {
+                workers.iter().any(|p| p.metadata.name.as_ref() == Some(n) && p.metadata.deletion_timestamp.is_none())
+            };
+            if resized.iter().all(counted) {
                 break;
             }
-            workers = list_workers(&self.pods, owner, selector).await?;
         }
-        Ok(workers)
+        let leaving = removal::in_place_leaving(&workers, named, &resized, excess);
+        let leaving = leaving.into_iter().map(String::from).collect();
+        (workers, leaving)
     }
 
     fn failed(&self, action: &str, e: &kube::Error) -> BackendError {

@@ -92,16 +92,14 @@ pub fn actuated(pod: &Pod) -> bool {
     })
 }
 
-/// Resizes the bound, running `workers` down to the released requests and waits, at most
-/// [`ACTUATION_WAIT`], until their statuses report it. Best effort: a worker the API server
+/// Resizes the bound, running `workers` down to the released requests and waits, until
+/// `deadline` at most, until their statuses report it. Best effort: a worker the API server
 /// refuses to resize (Guaranteed QoS, no RBAC, a node without resize support) or that is not
-/// actuated in time is logged and leaves with its grace period as without this.
-///
-/// Returns how many of the resized workers were deleted meanwhile (the scheduler preempts
-/// workers while their resizes wait): the kubelet never resizes a pod it is terminating, so the
-/// wait for them ends there, and the ReplicaSet no longer counts them, so the caller chooses
-/// again.
-pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) -> usize {
+/// actuated in time is logged and leaves with its grace period as without this. A worker
+/// deleted meanwhile (the scheduler preempts workers while their resizes wait) is never resized
+/// (the kubelet resizes no pod it is terminating): the wait for it ends there, and the caller,
+/// listing the workers again, finds it no longer counted.
+pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod], deadline: tokio::time::Instant) {
     let started = tokio::time::Instant::now();
     let mut waiting = Vec::new();
     for pod in workers {
@@ -115,17 +113,16 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) -> usize {
                 "could not resize a released worker in place; it keeps its room until it exits"),
         }
     }
-    let resized = waiting.clone();
-    let mut deleted = Vec::new();
-    while !waiting.is_empty() && started.elapsed() < ACTUATION_WAIT {
+    let (mut reported, mut deleted) = (Vec::new(), Vec::new());
+    while !waiting.is_empty() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut still = Vec::new();
         for name in waiting {
             match pods.get_opt(&name).await {
                 Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => deleted.push(name),
                 Ok(None) => deleted.push(name),
-                Ok(Some(p)) if !actuated(&p) => still.push(name),
-                Ok(_) => {}
+                Ok(Some(p)) if actuated(&p) => reported.push(name),
+                Ok(Some(_)) => still.push(name),
                 Err(e) => {
                     tracing::warn!(pod = %name, %owner, error = %super::error_chain(&e), "reading a resized worker");
                     still.push(name);
@@ -134,17 +131,17 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod]) -> usize {
         }
         waiting = still;
     }
+    // Names, so that a run's log says which workers' room came back early, which were deleted
+    // before the kubelet resized them (their room frees when they are gone), and which it had
+    // not reported by the deadline (their room frees when it does).
+    tracing::info!(%owner, pods = ?reported, reported_in_s = started.elapsed().as_secs_f64(), "released workers resized in place");
+    if !deleted.is_empty() {
+        tracing::info!(pods = ?deleted, %owner, "deleted before the kubelet resized them: they keep their room for their grace period");
+    }
     if !waiting.is_empty() {
         tracing::warn!(pods = ?waiting, %owner, wait_s = ACTUATION_WAIT.as_secs(),
             "the kubelet did not report these resizes in time; their room frees when it does");
     }
-    // Names, so that a run's log says which workers' room came back early and which waited out
-    // their grace period (a worker the scheduler preempted meanwhile is in neither).
-    tracing::info!(%owner, pods = ?resized, reported_in_s = started.elapsed().as_secs_f64(), "released workers resized in place");
-    if !deleted.is_empty() {
-        tracing::info!(pods = ?deleted, %owner, "deleted while their resizes waited (preempted): they keep their room for their grace period");
-    }
-    deleted.len()
 }
 
 #[cfg(test)]

@@ -101,6 +101,36 @@ pub fn in_place_choice<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> BTreeSet<
     chosen
 }
 
+/// Releasing in place, the workers that leave once some were resized: the resized ones the
+/// ReplicaSet still counts first (their CPU is gone; left running they would train on almost
+/// none), then, for what is left of `excess`, those of [`plan`] over [`in_place_choice`]. A
+/// resized worker the scheduler preempted is no longer counted, and another leaves in its
+/// stead. Chosen again from scratch, a node whose named workers were preempted too would drop
+/// out of the choice and leave its resized workers running.
+pub fn in_place_leaving<'a>(
+    pods: &'a [Pod],
+    named: &BTreeSet<&str>,
+    resized: &BTreeSet<String>,
+    excess: usize,
+) -> BTreeSet<&'a str> {
+    let name = |p: &&'a Pod| p.metadata.name.as_deref();
+    let mut leaving: BTreeSet<&str> = pods
+        .iter()
+        .filter(|p| counted(p))
+        .filter_map(|p| name(&p))
+        .filter(|n| resized.contains(*n))
+        .take(excess)
+        .collect();
+    let choice = in_place_choice(pods, named);
+    for p in plan(pods, &choice, excess).leaving {
+        if leaving.len() >= excess {
+            break;
+        }
+        leaving.extend(name(&p));
+    }
+    leaving
+}
+
 /// Counted by the ReplicaSet: neither being deleted nor finished.
 fn counted(p: &Pod) -> bool {
     p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), Some("Succeeded" | "Failed"))
@@ -199,6 +229,41 @@ mod tests {
         assert_eq!(chosen, BTreeSet::from(["old-1", "old-2", "only", "waiting"]));
         let r = plan(&pods, &chosen, 3);
         assert_eq!(names(&r.leaving), ["old-1", "old-2", "only"]);
+    }
+
+    #[test]
+    fn resized_workers_still_counted_leave_and_others_stand_in_for_the_preempted() {
+        let started = |mut p: Pod, at: &str| {
+            p.status.as_mut().unwrap().start_time = Some(serde_json::from_value(json!(at)).unwrap());
+            p
+        };
+        let deleted = |mut p: Pod| {
+            p.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+            p
+        };
+        // Named a1 and a2 on n1, so n1's oldest (o1, o2) were resized, and n2's oldest (o3) for
+        // b. Then the scheduler preempted a1, a2 and the resized o3.
+        let pods = [
+            started(pod("o1", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"), "2026-01-01T00:00:01Z"),
+            started(pod("o2", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"), "2026-01-01T00:00:02Z"),
+            deleted(started(pod("a1", Some("n1"), "Running", true, "2026-01-01T00:05:00Z"), "2026-01-01T00:05:01Z")),
+            deleted(started(pod("a2", Some("n1"), "Running", true, "2026-01-01T00:05:00Z"), "2026-01-01T00:05:02Z")),
+            deleted(started(pod("o3", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"), "2026-01-01T00:00:01Z")),
+            started(pod("o4", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"), "2026-01-01T00:00:03Z"),
+            started(pod("b", Some("n2"), "Running", true, "2026-01-01T00:05:00Z"), "2026-01-01T00:05:03Z"),
+            pod("replacement", None, "Pending", false, "2026-01-01T00:09:00Z"),
+        ];
+        let named = BTreeSet::from(["a1", "a2", "b"]);
+        let resized = BTreeSet::from(["o1".to_string(), "o2".to_string(), "o3".to_string()]);
+        // From scratch, n1 has no named worker left and its resized workers would stay.
+        assert_eq!(in_place_choice(&pods, &named), BTreeSet::from(["o4"]));
+        // o1 and o2 leave; o4 stands in for o3 on n2.
+        assert_eq!(in_place_leaving(&pods, &named, &resized, 3), BTreeSet::from(["o1", "o2", "o4"]));
+        // Never more than the excess.
+        assert_eq!(in_place_leaving(&pods, &named, &resized, 1).len(), 1);
+        // Nothing resized yet: the in-place choice, as before.
+        assert_eq!(in_place_leaving(&pods, &named, &BTreeSet::new(), 1), BTreeSet::from(["o4"]));
     }
 
     #[test]
