@@ -66,13 +66,8 @@ fn node_of(p: &Pod) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*")).await.unwrap();
-    let client: Client = cluster::client(&bed).await;
-    cluster::namespace(&bed, NS);
     // Two workers of 2 CPUs fill it: 500m is left, too little for the online pod below.
-    bed.kubectl_apply(&node_manifest("n1", "4500m", "8Gi"));
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let started = start_workers(&bed, &pods, 2).await;
+    let (bed, pods, started) = node_of_workers("4500m", 2).await;
     let reported = started[0].status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0].resources.clone();
     assert!(reported.is_some(), "kwok's kubelet stage reports container resources (else /resize is refused)");
 
@@ -108,6 +103,18 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     assert_eq!(cpu_request(kept), "2", "the worker that stays keeps its CPU");
     assert!(waited < Duration::from_secs(15), "the online pod bound {waited:?} after the release, not within seconds");
     eprintln!("online pod bound {waited:?} after the release; the released worker is still exiting");
+}
+
+/// A test bed with kubelet-like kwok nodes and one node, `n1`, of `cpu`, on which `n` workers
+/// are started ([`start_workers`], oldest first).
+async fn node_of_workers(cpu: &str, n: usize) -> (Testbed, Api<Pod>, Vec<Pod>) {
+    let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*")).await.unwrap();
+    let client: Client = cluster::client(&bed).await;
+    cluster::namespace(&bed, NS);
+    bed.kubectl_apply(&node_manifest("n1", cpu, "8Gi"));
+    let pods: Api<Pod> = Api::namespaced(client, NS);
+    let started = start_workers(&bed, &pods, n).await;
+    (bed, pods, started)
 }
 
 /// Starts `n` workers one after another, each more than a second after the last (`startTime`
@@ -191,13 +198,8 @@ async fn start_master(bed: &Testbed) -> (KillOnDrop, MasterClient) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize() {
-    let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*")).await.unwrap();
-    let client: Client = cluster::client(&bed).await;
-    cluster::namespace(&bed, NS);
     // Three workers of 2 CPUs fill it.
-    bed.kubectl_apply(&node_manifest("n1", "6", "8Gi"));
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let started = start_workers(&bed, &pods, 3).await;
+    let (bed, pods, started) = node_of_workers("6", 3).await;
     let names: Vec<String> = started.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
     let (oldest, middle, newest) = (names[0].clone(), names[1].clone(), names[2].clone());
     // The online pod needs 1.5 CPUs: one resized worker's room (2 CPUs less 1m) takes it, and

@@ -204,17 +204,7 @@ impl Cluster {
 
     /// Requests deletion; the pod keeps its node for `grace` seconds (unbound pods go at once).
     pub fn delete(&mut self, id: PodId, now: f64, grace: f64) {
-        let Some(pod) = self.pods.get_mut(&id) else { return };
-        if pod.leaving_at.is_some() {
-            return;
-        }
-        match pod.node {
-            Some(n) if grace > 0.0 => {
-                pod.leaving_at = Some(now + grace + self.removal_after_grace_s);
-                self.nodes[n].leaving += pod.requests;
-            }
-            _ => self.remove(id),
-        }
+        self.start_leaving(id, (grace > 0.0).then(|| self.gone_after_grace(now, grace)));
     }
 
     /// Releases a bound worker in place: its master resizes it down and its room frees when the
@@ -223,17 +213,36 @@ impl Cluster {
     /// later: that is the kubelet removing a pod whose grace period is over, and a resize frees
     /// the room the moment it is reported.
     pub fn release_in_place(&mut self, id: PodId, now: f64, after: f64) {
-        let Some(pod) = self.pods.get_mut(&id) else { return };
-        if pod.leaving_at.is_some() {
-            return;
-        }
-        match pod.node {
-            Some(n) if after > 0.0 => {
-                pod.leaving_at = Some(now + after);
+        if self.start_leaving(id, (after > 0.0).then_some(now + after)) {
+            if let Some(pod) = self.pods.get_mut(&id) {
                 pod.resizing = true;
-                self.nodes[n].leaving += pod.requests;
             }
-            _ => self.remove(id),
+        }
+    }
+
+    /// When a pod deleted now with `grace` seconds is gone: `removal_after_grace_s` after its
+    /// grace period (none without one).
+    fn gone_after_grace(&self, now: f64, grace: f64) -> f64 {
+        now + grace + if grace > 0.0 { self.removal_after_grace_s } else { 0.0 }
+    }
+
+    /// A pod not yet leaving holds its node until `at`, or goes at once (`None`, or unbound).
+    /// Whether it now leaves at `at`.
+    fn start_leaving(&mut self, id: PodId, at: Option<f64>) -> bool {
+        let Some(pod) = self.pods.get_mut(&id) else { return false };
+        if pod.leaving_at.is_some() {
+            return false;
+        }
+        match (pod.node, at) {
+            (Some(n), Some(at)) => {
+                pod.leaving_at = Some(at);
+                self.nodes[n].leaving += pod.requests;
+                true
+            }
+            _ => {
+                self.remove(id);
+                false
+            }
         }
     }
 
@@ -393,7 +402,7 @@ impl Cluster {
     /// leaving the deletion changes nothing, but the mark makes preemptors wait for it; unless
     /// its room was to free by a resize in place, which the kubelet no longer actuates.
     fn preempt(&mut self, id: PodId, now: f64, grace: f64) -> Preempted {
-        let removal_after_grace_s = self.removal_after_grace_s;
+        let gone_after_grace = self.gone_after_grace(now, grace);
         let pod = self.pods.get_mut(&id).expect("a victim exists");
         let was_leaving = pod.leaving_at.is_some();
         let picked_before = pod.preempted;
@@ -408,8 +417,7 @@ impl Cluster {
         if pod.resizing {
             pod.resizing = false;
             // Now a deletion: the pod goes when its grace period is over, as `delete` has it.
-            let removal = if grace > 0.0 { removal_after_grace_s } else { 0.0 };
-            pod.leaving_at = pod.leaving_at.map(|t| t.max(now + grace + removal));
+            pod.leaving_at = pod.leaving_at.map(|t| t.max(gone_after_grace));
             return Preempted::ReleaseCut;
         }
         if was_leaving {

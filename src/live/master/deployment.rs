@@ -213,9 +213,8 @@ impl DeploymentBackend {
                     break;
                 }
             }
-            let counted = |n: &String| {
-                workers.iter().any(|p| p.metadata.name.as_ref() == Some(n) && p.metadata.deletion_timestamp.is_none())
-            };
+            let counted =
+                |n: &String| workers.iter().any(|p| p.metadata.name.as_ref() == Some(n) && removal::counted(p));
             if resized.iter().all(counted) {
                 break;
             }

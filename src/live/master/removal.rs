@@ -132,7 +132,7 @@ pub fn in_place_leaving<'a>(
 }
 
 /// Counted by the ReplicaSet: neither being deleted nor finished.
-fn counted(p: &Pod) -> bool {
+pub(super) fn counted(p: &Pod) -> bool {
     p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), Some("Succeeded" | "Failed"))
 }
 
