@@ -319,6 +319,7 @@ impl Cluster {
 
     /// Binds pending pods, online first; returns workers evicted for online pods.
     /// `ready_delay(pod)` gives each pod's startup time; `priority(job)` orders jobs.
+    /// `online_arriving`: online pods are still being created, and pending workers are not tried.
     pub fn schedule(
         &mut self,
         now: f64,
@@ -326,10 +327,22 @@ impl Cluster {
         ready_delay: &dyn Fn(&SimPod) -> f64,
         priority: &dyn Fn(usize) -> i32,
         grace: f64,
+        online_arriving: bool,
     ) -> Evictions {
         let mut evictions = Evictions::default();
-        let mut pending: Vec<PodId> =
-            self.pods.iter().filter(|(_, p)| p.node.is_none() && p.leaving_at.is_none()).map(|(id, _)| *id).collect();
+        // While a scale-up's pods are still arriving, kube-scheduler's priority queue is never
+        // empty of them long enough to reach a worker: each pending online pod's attempt takes
+        // its cycle (about 16 ms each at --v=5, dozens of them woken by one freed node), and the
+        // ReplicaSet adds another every 50 ms. A pass that tried workers at once gave the room a
+        // freed node made to replacements, which the next online pods then preempted (WorldCup98
+        // replayed 5 of 15 kills on workers bound under 30 s before; live 0-1, session 30).
+        let tried = |p: &SimPod| !(online_arriving && matches!(p.kind, PodKind::Worker { .. }));
+        let mut pending: Vec<PodId> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.node.is_none() && p.leaving_at.is_none() && tried(p))
+            .map(|(id, _)| *id)
+            .collect();
         pending.sort_by_key(|id| {
             let p = &self.pods[id];
             match p.kind {

@@ -386,6 +386,15 @@ impl<'a> World<'a> {
     fn colocate_apply(&mut self, intents: Vec<ScaleIntent>) {
         for intent in intents {
             let Some(j) = self.jobs.iter().position(|job| job.spec.name == intent.job) else { continue };
+            if self.jobs[j].answers_at > self.now + 1e-9 {
+                continue;
+            }
+            // A master that releases in place answers a shrink once the kubelet has reported its
+            // resizes (`example-master --release-in-place`; live, 1.5 s after the intent at the
+            // flash crowd's 30 s step, session 29); the others answer at once.
+            if self.scenario.spec.jobs[j].release_in_place && intent.target < self.jobs[j].target {
+                self.jobs[j].answers_at = self.now + self.scenario.spec.release_time(j).as_secs_f64();
+            }
             self.apply_target(j, intent.target, &intent.release_pods);
             self.intents.push((self.now, intent));
         }
@@ -425,7 +434,8 @@ impl<'a> World<'a> {
         let jobs = &self.jobs;
         let priority = |j: usize| jobs[j].spec.priority;
         let grace = spec.baselines.termination_grace_period.as_secs_f64();
-        let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace);
+        let online_arriving = self.services.iter().any(|s| !s.creating.is_empty());
+        let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace, online_arriving);
         // Killed by the scheduler all the same, but their jobs had let them go already.
         self.scheduler_preemptions += u64::from(evictions.releases_cut);
         self.scheduler_victims_leaving += u64::from(evictions.already_leaving);

@@ -38,6 +38,9 @@ pub struct SimJob {
     pub worker_seconds: f64,
     /// `preemption` baseline: when lost workers are replaced.
     pub relaunch_at: Option<f64>,
+    /// When the master answers the last scale command: the controller sends a job no other
+    /// command before (one in flight per job, as the live controller's ledger has it).
+    pub answers_at: f64,
     next_worker: u64,
     /// Set in a window replayed beside a live run: workers are named as a ReplicaSet names its
     /// pods, with a random suffix ([`SimJob::next_worker_name`]).
@@ -64,6 +67,7 @@ impl SimJob {
             ever_ran: false,
             worker_seconds: 0.0,
             relaunch_at: None,
+            answers_at: 0.0,
             next_worker: 0,
             random_names: false,
             checkpoint: 0.0,

@@ -49,7 +49,7 @@ fn schedule(c: &mut Cluster, now: f64, mode: Preemption, priorities: &[i32]) -> 
     let preemption = |_: &SimPod| mode;
     let ready_delay = |_: &SimPod| 0.0;
     let priority = |j: usize| priorities[j];
-    c.schedule(now, &preemption, &ready_delay, &priority, GRACE).pods
+    c.schedule(now, &preemption, &ready_delay, &priority, GRACE, false).pods
 }
 
 /// Schedules every second from `from` (reaping pods whose grace period ended) until `pod` is
@@ -139,6 +139,25 @@ fn online_pods_then_higher_priority_workers_bind_first() {
     c.delete(web, 1.0, 0.0);
     schedule(&mut c, 1.0, Preemption::Never, &[0, 5]);
     assert_eq!([node_of(&c, lo), node_of(&c, hi)], [None, Some(0)]);
+}
+
+#[test]
+fn workers_wait_while_online_pods_are_still_arriving() {
+    // Room for one 2-CPU pod and a pending worker; a scale-up's next online pod is not created
+    // yet. The worker is not tried until the online pods are all there, which then take the room.
+    let mut c = cluster(&[2000]);
+    let w = c.create("w".into(), worker(0), cpu(2000), 0.0);
+    let never = |_: &SimPod| Preemption::Never;
+    let priority = |_: usize| 0;
+    c.schedule(0.0, &never, &|_| 0.0, &priority, GRACE, true);
+    assert_eq!(node_of(&c, w), None, "not tried while online pods arrive");
+    let web = c.create("web".into(), online_kind(), cpu(2000), 0.1);
+    c.schedule(0.1, &never, &|_| 0.0, &priority, GRACE, false);
+    assert_eq!([node_of(&c, web), node_of(&c, w)], [Some(0), None]);
+    // With nothing arriving, a worker takes free room.
+    c.delete(web, 1.0, 0.0);
+    c.schedule(1.0, &never, &|_| 0.0, &priority, GRACE, false);
+    assert_eq!(node_of(&c, w), Some(0));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,7 +263,7 @@ fn a_worker_released_in_place_frees_its_room_unless_the_scheduler_deletes_it_fir
     let (mut c, w) = two_workers();
     let web = c.create("web".into(), online_kind(), cpu(3000), 0.0);
     let preemption = |_: &SimPod| Preemption::Workers;
-    let evictions = c.schedule(0.0, &preemption, &|_| 0.0, &|_| 0, GRACE);
+    let evictions = c.schedule(0.0, &preemption, &|_| 0.0, &|_| 0, GRACE, false);
     assert_eq!((evictions.pods, evictions.releases_cut), (vec![(w[0], 0)], 1));
     assert_eq!(c.pods[&web].nominated, Some(0));
     c.reap(2.0);
@@ -265,7 +284,7 @@ fn a_worker_released_in_place_frees_its_room_unless_the_scheduler_deletes_it_fir
     assert_eq!(c.pods[&w[1]].leaving_at, Some(1.2), "a resize frees its room when reported");
     let (mut c, w) = in_a_window();
     c.create("web".into(), online_kind(), cpu(3000), 0.0);
-    c.schedule(0.0, &preemption, &|_| 0.0, &|_| 0, GRACE);
+    c.schedule(0.0, &preemption, &|_| 0.0, &|_| 0, GRACE, false);
     assert_eq!(c.pods[&w[1]].leaving_at, Some(GRACE + removal), "a cut release is a deletion");
 }
 

@@ -82,7 +82,7 @@ fn a_release_slower_than_the_hpa_step_leaves_pods_waiting() {
 #[test]
 fn a_job_that_releases_in_place_frees_its_room_in_seconds() {
     // The same 30 s grace period, but the master resizes released workers down first: their
-    // room frees when the kubelet reports the resize (2 s by default), before the HPA's 75 s
+    // room frees when the kubelet reports the resize (1.2 s by default), before the HPA's 75 s
     // step, so no pod waits and none is killed. The grace period still bounds a release that
     // the scheduler cuts, which this spike does not provoke.
     let run = replay(&spike("release_in_place: true", ""), Policy::Colocate);
@@ -92,6 +92,16 @@ fn a_job_that_releases_in_place_frees_its_room_in_seconds() {
     // A slow kubelet (`release_time` with the key) is honoured: 20 s is still too late.
     let run = replay(&spike("release_in_place: true\n    release_time: 20s", ""), Policy::Colocate);
     assert!(run.result.pending_online_pod_s > 0.0, "{:?}", run.result);
+    // Such a master answers a shrink once its resizes are reported: no other command for the
+    // job goes out before (one in flight per job, as live). The load steps twice, 5 s apart;
+    // a master that answers at once is sent the second shrink 5 s after the first.
+    let two_steps = |job: &str| spike(job, "").replace(r#"["61s", 300]"#, r#"["61s", 200], ["66s", 300]"#);
+    let commands =
+        |job: &str| -> Vec<f64> { replay(&two_steps(job), Policy::Colocate).intents.iter().map(|(t, _)| *t).collect() };
+    let gaps = |at: Vec<f64>| -> Vec<f64> { at.windows(2).skip(1).map(|w| w[1] - w[0]).collect() };
+    assert!(gaps(commands("")).iter().any(|g| *g < 20.0), "{:?}", commands(""));
+    let in_place = commands("release_in_place: true\n    release_time: 20s");
+    assert!(gaps(in_place.clone()).iter().all(|g| *g >= 20.0 - 1e-9), "{in_place:?}");
 }
 
 #[test]
