@@ -35,7 +35,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             node: on.clone(),
             requests: Resources::new(500, gib, 0),
             ready: true,
-            terminating: false,
+            terminating_until: None,
         });
         for k in 0..9 {
             let s = (i * 9 + k) % SERVICES;
@@ -46,7 +46,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 node: on.clone(),
                 requests: Resources::new(1_000, gib / 2, 0),
                 ready: true,
-                terminating: false,
+                terminating_until: None,
             });
         }
         for k in 0..20 {
@@ -58,7 +58,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 node: on.clone(),
                 requests: Resources::new(1_000, 2 * gib, 0),
                 ready: true,
-                terminating: false,
+                terminating_until: None,
             });
         }
     }

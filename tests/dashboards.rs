@@ -84,7 +84,7 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
         node: Some("n1".into()),
         requests: Resources::new(cpu, gi, 0),
         ready: true,
-        terminating: false,
+        terminating_until: None,
     };
     let snap = Snapshot {
         now: Duration::from_secs(60),

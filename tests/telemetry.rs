@@ -49,7 +49,7 @@ fn pod(name: &str, class: PodClass, cpu: i64) -> Pod {
         node: Some("n1".into()),
         requests: Resources::new(cpu, GI, 0),
         ready: true,
-        terminating: false,
+        terminating_until: None,
     }
 }
 

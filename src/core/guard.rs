@@ -28,7 +28,7 @@ pub fn apply_latency_guard(
     for (p, pod) in snap.pods.iter().enumerate() {
         let Some(i) = index.node_of(p) else { continue };
         match &pod.class {
-            PodClass::Worker { .. } if !pod.terminating => training_on[i] += pod.requests,
+            PodClass::Worker { .. } if !pod.terminating() => training_on[i] += pod.requests,
             PodClass::Online { .. } => {
                 if let Some(s) = index.owner_of(p) {
                     hosts[s].push(i);

@@ -102,7 +102,7 @@ pub fn plan_jobs(
     let mut still_leaving: Vec<Vec<(usize, &str, Option<usize>)>> = vec![Vec::new(); snap.jobs.len()];
     let mut online_waiting = false;
     for (p, pod) in snap.pods.iter().enumerate() {
-        if pod.terminating {
+        if pod.terminating() {
             continue;
         }
         match &pod.class {

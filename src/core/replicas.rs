@@ -41,7 +41,7 @@ impl<'a> OnlineCounts<'a> {
             OnlineCounts { known: vec![ReplicaCounts::default(); snap.services.len()], unknown: NameMap::default() };
         for (p, pod) in snap.pods.iter().enumerate() {
             let PodClass::Online { service } = &pod.class else { continue };
-            if pod.terminating {
+            if pod.terminating() {
                 continue;
             }
             let c = match index.owner_of(p) {

@@ -52,8 +52,15 @@ pub struct Pod {
     pub requests: Resources,
     /// Ready to serve (online pods) or to train (workers).
     pub ready: bool,
-    /// Deletion requested; it still holds its node until it is gone.
-    pub terminating: bool,
+    /// Deletion requested: when its grace period ends (its `deletionTimestamp`, on the
+    /// snapshot's clock). It still holds its node until it is gone.
+    pub terminating_until: Option<Duration>,
+}
+
+impl Pod {
+    pub fn terminating(&self) -> bool {
+        self.terminating_until.is_some()
+    }
 }
 
 #[derive(Clone, Debug)]

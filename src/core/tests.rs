@@ -48,6 +48,30 @@ fn hpa_desired_above_current_shrinks_training_where_the_new_pod_lands() {
     assert_eq!(node_cap(&d, "n2").reserved_online, Resources::ZERO);
 }
 
+/// One 8-CPU node: web-0, five running workers and a scheduler's victim (2 CPU) terminating for
+/// 30 s more; the HPA wants one more web pod. Where a release frees room sooner than the victim
+/// leaves (the job's release latency, 2 s), the victim's room is not the new pod's: a running
+/// worker is released. Where releases take as long (30 s), it is leaving anyway: nothing is.
+#[test]
+fn a_victim_that_outlasts_a_release_still_holds_its_room() {
+    let w = res(1000, 1);
+    let mut victim = pod("a-9", PodClass::Worker { job: "a".into() }, Some("n1"), res(2000, 1));
+    victim.terminating_until = Some(secs(130));
+    let cluster = |release_latency: u64| {
+        snap(
+            100,
+            vec![node("n1", 8000, 32)],
+            [vec![online("web-0", "web", "n1", res(1000, 2)), victim.clone()], workers("a", "n1", 0..5, w)].concat(),
+            vec![service_with_hpa("web", res(1000, 2), 1, 2)],
+            vec![Job { release_latency: secs(release_latency), ..job("a", w, 1, 10, 6) }],
+        )
+    };
+    let d = decide_once(Config::default(), &cluster(2));
+    assert_eq!((the_intent(&d, "a").from, the_intent(&d, "a").target), (6, 4), "{:#?}", d.intents);
+    let d = decide_once(Config::default(), &cluster(30));
+    assert_eq!(intent(&d, "a").map(|i| i.target), None, "{:#?}", d.intents);
+}
+
 /// A shrink across many nodes names the strongest causes, in the cluster's node order, up to
 /// eight, and counts the rest; every node it releases on is still in `release_nodes`.
 #[test]

@@ -567,7 +567,7 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
                         PodClass::Master { job: "m".into() }
                     };
                     let mut p = pod(&format!("p-{i}-{k}"), class, Some(&name), res(500 * rng.below(5) as i64, 1));
-                    p.terminating = rng.chance(20);
+                    p.terminating_until = rng.chance(20).then_some(Duration::from_secs(30));
                     pods.push(p);
                 }
                 for k in 0..rng.below(6) {

@@ -115,6 +115,13 @@ pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
     Ok(effective + resources(object, || "overhead".into(), spec.overhead.as_ref())?)
 }
 
+/// A Kubernetes time on the snapshot's clock (Unix time; 0 before 1970).
+pub fn unix_time(t: &k8s_openapi::jiff::Timestamp) -> std::time::Duration {
+    let secs = u64::try_from(t.as_second()).unwrap_or(0);
+    let nanos = u32::try_from(t.subsec_nanosecond()).unwrap_or(0);
+    std::time::Duration::new(secs, nanos)
+}
+
 /// Pods that hold no node resources any more (finished) are left out of snapshots.
 pub fn pod_is_finished(p: &KubePod) -> bool {
     matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))

@@ -115,7 +115,7 @@ pub struct Evictions {
     /// Victims released in place whose resize was not actuated yet: the kubelet resizes no pod
     /// being deleted, so they now hold their node for the grace period. Their jobs had let them
     /// go; the scheduler still killed a running pod.
-    pub releases_cut: u32,
+    pub releases_cut: Vec<PodId>,
 }
 
 /// What preempting one pod did.
@@ -400,7 +400,7 @@ impl Cluster {
                     match self.preempt(v, now, grace) {
                         Preempted::Running => evictions.pods.push((v, job)),
                         Preempted::AlreadyLeaving => evictions.already_leaving += 1,
-                        Preempted::ReleaseCut => evictions.releases_cut += 1,
+                        Preempted::ReleaseCut => evictions.releases_cut.push(v),
                         Preempted::Again => {}
                     }
                 }

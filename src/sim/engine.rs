@@ -436,16 +436,19 @@ impl<'a> World<'a> {
         let grace = spec.baselines.termination_grace_period.as_secs_f64();
         let online_arriving = self.services.iter().any(|s| !s.creating.is_empty());
         let evictions = self.cluster.schedule(now, &preemption, &ready_delay, &priority, grace, online_arriving);
-        // Killed by the scheduler all the same, but their jobs had let them go already.
-        self.scheduler_preemptions += u64::from(evictions.releases_cut);
         self.scheduler_victims_leaving += u64::from(evictions.already_leaving);
-        let mut hit: Vec<usize> = Vec::new();
-        for (id, j) in evictions.pods {
+        // Cut releases are killed by the scheduler all the same, but their jobs had let them go
+        // already; young or not, as live counts them.
+        let killed = evictions.releases_cut.iter().copied().chain(evictions.pods.iter().map(|(id, _)| *id));
+        for id in killed {
             self.scheduler_preemptions += 1;
             let bound_at = self.cluster.pods.get(&id).and_then(|p| p.ready_at);
             if bound_at.is_some_and(|at| now - at < YOUNG_VICTIM_S) {
                 self.scheduler_kills_young += 1;
             }
+        }
+        let mut hit: Vec<usize> = Vec::new();
+        for (_, j) in evictions.pods {
             if !hit.contains(&j) {
                 hit.push(j);
             }

@@ -46,7 +46,7 @@ fn build_snapshot(world: &World) -> Snapshot {
                 node: p.node.map(|n| node_names[n].clone()),
                 requests: p.requests,
                 ready: p.is_ready(now),
-                terminating: p.leaving_at.is_some(),
+                terminating_until: p.leaving_at.map(Duration::from_secs_f64),
             }
         })
         .collect();

@@ -264,7 +264,7 @@ fn a_worker_released_in_place_frees_its_room_unless_the_scheduler_deletes_it_fir
     let web = c.create("web".into(), online_kind(), cpu(3000), 0.0);
     let preemption = |_: &SimPod| Preemption::Workers;
     let evictions = c.schedule(0.0, &preemption, &|_| 0.0, &|_| 0, GRACE, false);
-    assert_eq!((evictions.pods, evictions.releases_cut), (vec![(w[0], 0)], 1));
+    assert_eq!((evictions.pods, evictions.releases_cut), (vec![(w[0], 0)], vec![w[1]]));
     assert_eq!(c.pods[&web].nominated, Some(0));
     c.reap(2.0);
     assert_eq!(c.pods[&w[1]].leaving_at, Some(GRACE), "the cut release holds its node");

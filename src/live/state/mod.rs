@@ -248,7 +248,7 @@ impl ClusterState {
             .map(|(p, f)| WorkerPod {
                 name: p.name.split_once('/').map_or(p.name.as_str(), |(_, n)| n).to_string(),
                 uid: f.uid.clone(),
-                holding: p.node.is_some() && !p.terminating,
+                holding: p.node.is_some() && !p.terminating(),
             })
             .collect()
     }
@@ -273,7 +273,7 @@ impl ClusterState {
                     node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).map(|n| self.names.get(n)),
                     requests,
                     ready: translate::pod_is_ready(p),
-                    terminating: p.metadata.deletion_timestamp.is_some(),
+                    terminating_until: p.metadata.deletion_timestamp.as_ref().map(|t| translate::unix_time(&t.0)),
                 };
                 Translated::Counted(pod, PodFacts { namespace, labels, uid: p.metadata.uid.clone(), grace })
             }

@@ -441,7 +441,7 @@ impl Metrics {
         // Bound, non-terminating workers per job, in one pass over the pods.
         let mut running: BTreeMap<&str, i64> = snap.jobs.iter().map(|j| (j.name.as_str(), 0)).collect();
         for p in &snap.pods {
-            if let (PodClass::Worker { job }, Some(_), false) = (&p.class, &p.node, p.terminating) {
+            if let (PodClass::Worker { job }, Some(_), false) = (&p.class, &p.node, p.terminating()) {
                 if let Some(n) = running.get_mut(&**job) {
                     *n += 1;
                 }
@@ -468,7 +468,7 @@ impl Metrics {
         let mut waiting: BTreeMap<String, u32> = snap.services.iter().map(|s| (s.name.clone(), 0)).collect();
         for pod in &snap.pods {
             if let PodClass::Online { service } = &pod.class {
-                let waits = u32::from(pod.node.is_none() && !pod.terminating);
+                let waits = u32::from(pod.node.is_none() && !pod.terminating());
                 match waiting.get_mut(&**service) {
                     Some(n) => *n += waits,
                     None => {
@@ -665,7 +665,7 @@ fn training_cpu_by_service(snap: &Snapshot) -> BTreeMap<String, i64> {
                     nodes_of.insert(service.to_string(), BTreeSet::from([node]));
                 }
             },
-            PodClass::Worker { .. } if !pod.terminating => {
+            PodClass::Worker { .. } if !pod.terminating() => {
                 *workers_on.entry(node).or_default() += pod.requests.cpu_milli
             }
             _ => {}

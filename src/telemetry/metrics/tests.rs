@@ -10,7 +10,7 @@ fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
         node: node.map(Into::into),
         requests: Resources::new(cpu, GI, 0),
         ready: true,
-        terminating: false,
+        terminating_until: None,
     }
 }
 
@@ -245,7 +245,7 @@ fn training_cpu_per_service_counts_workers_on_the_services_nodes_only() {
         pod("nginx-2", PodClass::Online { service: "nginx".into() }, Some("n1"), 2000),
         pod("api-0", PodClass::Online { service: "api".into() }, Some("n2"), 1000),
         worker("a-2", "n2", 1500),
-        Pod { terminating: true, ..worker("a-3", "n2", 1000) },
+        Pod { terminating_until: Some(Duration::from_secs(30)), ..worker("a-3", "n2", 1000) },
         // n3 hosts no service: its workers count for none.
         worker("a-4", "n3", 4000),
     ]);
