@@ -139,8 +139,7 @@ fn workers_of_a_job_and_master_pods_for_discovery() {
     let master =
         pod("ml", "wd-master", json!({"colocate.dev/master": "true", "colocate.dev/job": "wd"}), Some("n1"), "1");
     let mut leaving = worker("w-1", Some("n1"));
-    leaving.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+    leaving.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-11-27T17:00:30Z")).unwrap());
     let other = pod("other", "w-0", json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"}), Some("n1"), "1");
     let s = ClusterState::from_objects(
         &[node("n1", "8")],
@@ -155,4 +154,8 @@ fn workers_of_a_job_and_master_pods_for_discovery() {
     assert_eq!(masters.len(), 1);
     assert_eq!(masters[0].metadata.name.as_deref(), Some("wd-master"));
     assert!(s.pods_with_grace().all(|(_, g)| g == Duration::from_secs(45)));
+    // When its grace period ends, on the snapshot's clock (Unix time).
+    let until: Vec<Option<Duration>> =
+        s.snapshot.pods.iter().map(|p| p.terminating_until).filter(Option::is_some).collect();
+    assert_eq!(until, [Some(Duration::from_secs(1_795_798_830))]);
 }
