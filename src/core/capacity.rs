@@ -185,15 +185,26 @@ pub fn node_rooms(
             pressure: Vec::new(),
         })
         .collect();
+    // Per node: workers being deleted that outlast a release, and what they hold.
+    let mut held: NameMap<usize, (u32, Resources)> = NameMap::default();
     for (p, pod) in snap.pods.iter().enumerate() {
         let Some(i) = index.node_of(p) else { continue };
         let room = &mut rooms[i];
         room.free -= pod.requests;
         // Workers are what is being planned; a terminating one is leaving anyway, unless it
         // holds its node for longer than a release of its job takes to free room.
-        if !matches!(pod.class, PodClass::Worker { .. }) || outlasts_a_release(snap, index, p) {
+        if !matches!(pod.class, PodClass::Worker { .. }) {
             room.training_room -= pod.requests;
+        } else if outlasts_a_release(snap, index, p) {
+            room.training_room -= pod.requests;
+            let (count, requests) = held.entry(i).or_default();
+            *count += 1;
+            *requests += pod.requests;
         }
+    }
+    for (&i, (count, requests)) in &held {
+        let text = format!("{count} worker(s) being deleted hold {requests} until their grace period ends");
+        rooms[i].pressure.push((Reason::OnlineHeadroom, text));
     }
 
     let mut unplaced = Vec::new();

@@ -67,7 +67,13 @@ fn a_victim_that_outlasts_a_release_still_holds_its_room() {
         )
     };
     let d = decide_once(Config::default(), &cluster(2));
-    assert_eq!((the_intent(&d, "a").from, the_intent(&d, "a").target), (6, 4), "{:#?}", d.intents);
+    let i = the_intent(&d, "a");
+    assert_eq!((i.from, i.target), (6, 4), "{:#?}", d.intents);
+    assert!(
+        i.why.contains("n1: 1 worker(s) being deleted hold cpu=2 memory=1024Mi until their grace period ends"),
+        "{}",
+        i.why
+    );
     let d = decide_once(Config::default(), &cluster(30));
     assert_eq!(intent(&d, "a").map(|i| i.target), None, "{:#?}", d.intents);
 }
