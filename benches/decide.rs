@@ -36,6 +36,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             requests: Resources::new(500, gib, 0),
             ready: true,
             terminating_until: None,
+            preempted: false,
         });
         for k in 0..9 {
             let s = (i * 9 + k) % SERVICES;
@@ -47,6 +48,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 requests: Resources::new(1_000, gib / 2, 0),
                 ready: true,
                 terminating_until: None,
+                preempted: false,
             });
         }
         for k in 0..20 {
@@ -59,6 +61,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 requests: Resources::new(1_000, 2 * gib, 0),
                 ready: true,
                 terminating_until: None,
+                preempted: false,
             });
         }
     }

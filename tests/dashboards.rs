@@ -85,6 +85,7 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
         requests: Resources::new(cpu, gi, 0),
         ready: true,
         terminating_until: None,
+        preempted: false,
     };
     let snap = Snapshot {
         now: Duration::from_secs(60),

@@ -50,6 +50,7 @@ fn pod(name: &str, class: PodClass, cpu: i64) -> Pod {
         requests: Resources::new(cpu, GI, 0),
         ready: true,
         terminating_until: None,
+        preempted: false,
     }
 }
 

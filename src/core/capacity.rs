@@ -185,17 +185,17 @@ pub fn node_rooms(
             pressure: Vec::new(),
         })
         .collect();
-    // Per node: workers being deleted that outlast a release, and what they hold.
+    // Per node: the scheduler's victims that outlast a release, and what they hold.
     let mut held: NameMap<usize, (u32, Resources)> = NameMap::default();
     for (p, pod) in snap.pods.iter().enumerate() {
         let Some(i) = index.node_of(p) else { continue };
         let room = &mut rooms[i];
         room.free -= pod.requests;
-        // Workers are what is being planned; a terminating one is leaving anyway, unless it
-        // holds its node for longer than a release of its job takes to free room.
+        // Workers are what is being planned; a terminating one is leaving anyway, unless the
+        // scheduler preempted it and it holds its node for longer than a release takes.
         if !matches!(pod.class, PodClass::Worker { .. }) {
             room.training_room -= pod.requests;
-        } else if outlasts_a_release(snap, index, p) {
+        } else if victim_outlasts_a_release(snap, index, p) {
             room.training_room -= pod.requests;
             let (count, requests) = held.entry(i).or_default();
             *count += 1;
@@ -203,7 +203,7 @@ pub fn node_rooms(
         }
     }
     for (&i, (count, requests)) in &held {
-        let text = format!("{count} worker(s) being deleted hold {requests} until their grace period ends");
+        let text = format!("{count} preempted worker(s) hold {requests} until their grace period ends");
         rooms[i].pressure.push((Reason::OnlineHeadroom, text));
     }
 
@@ -239,14 +239,18 @@ pub fn node_rooms(
     (rooms, unplaced)
 }
 
-/// Whether terminating worker `p` holds its node past the time a release of its job takes:
-/// the scheduler's victims leave with their whole grace period (30 s by default), where
-/// masters that release in place or fast free room in seconds. Counted as room, such a victim
-/// took the place of the releases that would have made room for the pods due before it is gone:
-/// live, after the flash crowd's 30 s step, 14 victims' 28 CPU (session 30), so the next step's
-/// pods preempted ten more workers. A second's slack: a `deletionTimestamp` has whole seconds.
-fn outlasts_a_release(snap: &Snapshot, index: &PodIndex, p: usize) -> bool {
-    let Some(until) = snap.pods[p].terminating_until else { return false };
+/// Whether worker `p` is a scheduler's victim that holds its node past the time a release of
+/// its job takes: victims leave with their whole grace period (30 s by default), where masters
+/// that release in place or fast free room in seconds. Counted as room, such a victim took the
+/// place of the releases that would have made room for the pods due before it is gone: live,
+/// after the flash crowd's 30 s step, 14 victims' 28 CPU (session 30), so the next step's pods
+/// preempted ten more workers. Only victims: a worker its master released is deleted with the
+/// pod's grace period too and may be re-deleted with a shorter one a moment later (the
+/// reference master's 5 s releases), and holding it would release more for room already
+/// released. A second's slack: a `deletionTimestamp` has whole seconds.
+fn victim_outlasts_a_release(snap: &Snapshot, index: &PodIndex, p: usize) -> bool {
+    let pod = &snap.pods[p];
+    let Some(until) = pod.terminating_until.filter(|_| pod.preempted) else { return false };
     let Some(j) = index.owner_of(p) else { return false };
     until > snap.now + snap.jobs[j].release_latency + Duration::from_secs(1)
 }

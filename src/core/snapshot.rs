@@ -55,6 +55,10 @@ pub struct Pod {
     /// Deletion requested: when its grace period ends (its `deletionTimestamp`, on the
     /// snapshot's clock). It still holds its node until it is gone.
     pub terminating_until: Option<Duration>,
+    /// kube-scheduler preempted it (its condition `DisruptionTarget`, reason
+    /// `PreemptionByScheduler`, which the scheduler sets before it deletes the pod): it keeps its
+    /// node for its whole grace period, whatever its master announces for releases.
+    pub preempted: bool,
 }
 
 impl Pod {

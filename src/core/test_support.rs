@@ -32,7 +32,15 @@ pub(super) fn cordoned(name: &str, cpu: i64, gi: i64) -> Node {
 }
 
 pub(super) fn pod(name: &str, class: PodClass, node: Option<&str>, requests: Resources) -> Pod {
-    Pod { name: name.into(), class, node: node.map(Into::into), requests, ready: true, terminating_until: None }
+    Pod {
+        name: name.into(),
+        class,
+        node: node.map(Into::into),
+        requests,
+        ready: true,
+        terminating_until: None,
+        preempted: false,
+    }
 }
 
 /// A ready replica of `service` bound to `node`.

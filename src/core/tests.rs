@@ -51,13 +51,15 @@ fn hpa_desired_above_current_shrinks_training_where_the_new_pod_lands() {
 /// One 8-CPU node: web-0, five running workers and a scheduler's victim (2 CPU) terminating for
 /// 30 s more; the HPA wants one more web pod. Where a release frees room sooner than the victim
 /// leaves (the job's release latency, 2 s), the victim's room is not the new pod's: a running
-/// worker is released. Where releases take as long (30 s), it is leaving anyway: nothing is.
+/// worker is released. Where releases take as long (30 s), it is leaving anyway: nothing is;
+/// and nothing either where the terminating worker is one its master released.
 #[test]
 fn a_victim_that_outlasts_a_release_still_holds_its_room() {
     let w = res(1000, 1);
     let mut victim = pod("a-9", PodClass::Worker { job: "a".into() }, Some("n1"), res(2000, 1));
     victim.terminating_until = Some(secs(130));
-    let cluster = |release_latency: u64| {
+    victim.preempted = true;
+    let cluster = |release_latency: u64, victim: &Pod| {
         snap(
             100,
             vec![node("n1", 8000, 32)],
@@ -66,15 +68,18 @@ fn a_victim_that_outlasts_a_release_still_holds_its_room() {
             vec![Job { release_latency: secs(release_latency), ..job("a", w, 1, 10, 6) }],
         )
     };
-    let d = decide_once(Config::default(), &cluster(2));
+    let d = decide_once(Config::default(), &cluster(2, &victim));
     let i = the_intent(&d, "a");
     assert_eq!((i.from, i.target), (6, 4), "{:#?}", d.intents);
     assert!(
-        i.why.contains("n1: 1 worker(s) being deleted hold cpu=2 memory=1024Mi until their grace period ends"),
+        i.why.contains("n1: 1 preempted worker(s) hold cpu=2 memory=1024Mi until their grace period ends"),
         "{}",
         i.why
     );
-    let d = decide_once(Config::default(), &cluster(30));
+    let d = decide_once(Config::default(), &cluster(30, &victim));
+    assert_eq!(intent(&d, "a").map(|i| i.target), None, "{:#?}", d.intents);
+    let released = Pod { preempted: false, ..victim.clone() };
+    let d = decide_once(Config::default(), &cluster(2, &released));
     assert_eq!(intent(&d, "a").map(|i| i.target), None, "{:#?}", d.intents);
 }
 

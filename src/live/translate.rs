@@ -122,6 +122,13 @@ pub fn unix_time(t: &k8s_openapi::jiff::Timestamp) -> std::time::Duration {
     std::time::Duration::new(secs, nanos)
 }
 
+/// kube-scheduler marks a victim before deleting it (kubernetes v1.34
+/// `pkg/scheduler/framework/preemption/preemption.go`, `PreemptPod`).
+pub fn pod_is_preempted(p: &KubePod) -> bool {
+    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    conditions.iter().any(|c| c.type_ == "DisruptionTarget" && c.reason.as_deref() == Some("PreemptionByScheduler"))
+}
+
 /// Pods that hold no node resources any more (finished) are left out of snapshots.
 pub fn pod_is_finished(p: &KubePod) -> bool {
     matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))

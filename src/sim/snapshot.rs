@@ -47,6 +47,7 @@ fn build_snapshot(world: &World) -> Snapshot {
                 requests: p.requests,
                 ready: p.is_ready(now),
                 terminating_until: p.leaving_at.map(Duration::from_secs_f64),
+                preempted: p.preempted,
             }
         })
         .collect();

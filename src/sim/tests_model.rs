@@ -101,6 +101,7 @@ fn a_job_that_releases_in_place_frees_its_room_in_seconds() {
     let gaps = |at: Vec<f64>| -> Vec<f64> { at.windows(2).skip(1).map(|w| w[1] - w[0]).collect() };
     assert!(gaps(commands("")).iter().any(|g| *g < 20.0), "{:?}", commands(""));
     let in_place = commands("release_in_place: true\n    release_time: 20s");
+    assert!(in_place.len() >= 3, "{in_place:?}");
     assert!(gaps(in_place.clone()).iter().all(|g| *g >= 20.0 - 1e-9), "{in_place:?}");
 }
 

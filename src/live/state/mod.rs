@@ -274,6 +274,7 @@ impl ClusterState {
                     requests,
                     ready: translate::pod_is_ready(p),
                     terminating_until: p.metadata.deletion_timestamp.as_ref().map(|t| translate::unix_time(&t.0)),
+                    preempted: translate::pod_is_preempted(p),
                 };
                 Translated::Counted(pod, PodFacts { namespace, labels, uid: p.metadata.uid.clone(), grace })
             }

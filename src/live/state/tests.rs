@@ -140,6 +140,10 @@ fn workers_of_a_job_and_master_pods_for_discovery() {
         pod("ml", "wd-master", json!({"colocate.dev/master": "true", "colocate.dev/job": "wd"}), Some("n1"), "1");
     let mut leaving = worker("w-1", Some("n1"));
     leaving.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-11-27T17:00:30Z")).unwrap());
+    // As kube-scheduler marks its victims before deleting them.
+    let victim = json!({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"});
+    leaving.status.get_or_insert_with(Default::default).conditions =
+        Some(vec![serde_json::from_value(victim).unwrap()]);
     let other = pod("other", "w-0", json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"}), Some("n1"), "1");
     let s = ClusterState::from_objects(
         &[node("n1", "8")],
@@ -158,4 +162,6 @@ fn workers_of_a_job_and_master_pods_for_discovery() {
     let until: Vec<Option<Duration>> =
         s.snapshot.pods.iter().map(|p| p.terminating_until).filter(Option::is_some).collect();
     assert_eq!(until, [Some(Duration::from_secs(1_795_798_830))]);
+    let preempted: Vec<&str> = s.snapshot.pods.iter().filter(|p| p.preempted).map(|p| p.name.as_str()).collect();
+    assert_eq!(preempted, ["ml/w-1"]);
 }

@@ -11,6 +11,7 @@ fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
         requests: Resources::new(cpu, GI, 0),
         ready: true,
         terminating_until: None,
+        preempted: false,
     }
 }
 
