@@ -115,11 +115,9 @@ pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
     Ok(effective + resources(object, || "overhead".into(), spec.overhead.as_ref())?)
 }
 
-/// A Kubernetes time on the snapshot's clock (Unix time; 0 before 1970).
+/// A Kubernetes time on the live controller's clock ([`crate::live::sampler::unix`]).
 pub fn unix_time(t: &k8s_openapi::jiff::Timestamp) -> std::time::Duration {
-    let secs = u64::try_from(t.as_second()).unwrap_or(0);
-    let nanos = u32::try_from(t.subsec_nanosecond()).unwrap_or(0);
-    std::time::Duration::new(secs, nanos)
+    crate::live::sampler::unix(std::time::SystemTime::from(*t))
 }
 
 /// kube-scheduler marks a victim before deleting it (kubernetes v1.34

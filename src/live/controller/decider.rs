@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{watch, Notify};
 
@@ -95,12 +95,7 @@ impl Decider {
                 weight: 1.0,
             })
             .collect();
-        let inputs = Inputs {
-            now: now.duration_since(UNIX_EPOCH).unwrap_or_default(),
-            hpas: &hpas,
-            services: &services,
-            jobs: &sources,
-        };
+        let inputs = Inputs { now: crate::live::sampler::unix(now), hpas: &hpas, services: &services, jobs: &sources };
         // The state is held for the decision only: watch events wait meanwhile, so the
         // snapshot is one consistent picture, and nothing is copied out of it.
         let shared = self.caches.state.clone();
