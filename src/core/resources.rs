@@ -37,6 +37,14 @@ impl Resources {
         Resources { cpu_milli: self.cpu_milli.max(0), memory_bytes: self.memory_bytes.max(0), gpu: self.gpu.max(0) }
     }
 
+    pub fn max(self, other: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.max(other.cpu_milli),
+            memory_bytes: self.memory_bytes.max(other.memory_bytes),
+            gpu: self.gpu.max(other.gpu),
+        }
+    }
+
     pub fn min(self, other: Resources) -> Resources {
         Resources {
             cpu_milli: self.cpu_milli.min(other.cpu_milli),

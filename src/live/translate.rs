@@ -86,33 +86,60 @@ pub fn node(n: &KubeNode) -> Result<Node, TranslateError> {
 }
 
 /// What the scheduler reserves for a pod: the larger of the sum of its containers' requests
-/// and its largest init container's, plus the pod overhead.
+/// and its largest init container's, plus the pod overhead. A container is counted as
+/// kube-scheduler v1.34 counts it while an in-place resize is under way
+/// ([`container_requests`]): a released worker resized down keeps its room until the kubelet
+/// reports the smaller allocation, and a plan that counted the new spec would hand out room
+/// the scheduler does not yet see.
 pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
     let object = || {
         format!("pod/{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
     };
     let Some(spec) = p.spec.as_ref() else { return Ok(Resources::ZERO) };
+    let statuses = p.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+    let infeasible = resize_is_infeasible(p);
     let mut sum = Resources::ZERO;
     for c in &spec.containers {
-        let field = || format!("containers[{}].resources.requests", c.name);
-        sum += resources(object, field, requests(c.resources.as_ref()))?;
+        let status = statuses.iter().find(|s| s.name == c.name);
+        sum += container_requests(object, c, status, infeasible)?;
     }
+    // Init containers by spec: they have finished before a pod holds room that a resize
+    // would change (restartable sidecars are not resized by colocate's masters).
     let mut init_max = Resources::ZERO;
     for c in spec.init_containers.iter().flatten() {
         let field = || format!("initContainers[{}].resources.requests", c.name);
-        let r = resources(object, field, requests(c.resources.as_ref()))?;
-        init_max = Resources::new(
-            init_max.cpu_milli.max(r.cpu_milli),
-            init_max.memory_bytes.max(r.memory_bytes),
-            init_max.gpu.max(r.gpu),
-        );
+        init_max = init_max.max(resources(object, field, requests(c.resources.as_ref()))?);
     }
-    let effective = Resources::new(
-        sum.cpu_milli.max(init_max.cpu_milli),
-        sum.memory_bytes.max(init_max.memory_bytes),
-        sum.gpu.max(init_max.gpu),
-    );
-    Ok(effective + resources(object, || "overhead".into(), spec.overhead.as_ref())?)
+    Ok(sum.max(init_max) + resources(object, || "overhead".into(), spec.overhead.as_ref())?)
+}
+
+/// One container's requests as the scheduler counts them (kubernetes v1.34
+/// `component-helpers/resource/helpers.go`, `determineContainerReqs`): once the kubelet reports
+/// the container's resources, the largest of the spec, the reported and the allocated
+/// requests; the spec alone before that; the reported and allocated only when the kubelet
+/// called the resize infeasible (it will never happen).
+fn container_requests(
+    object: impl Fn() -> String + Copy,
+    c: &k8s_openapi::api::core::v1::Container,
+    status: Option<&k8s_openapi::api::core::v1::ContainerStatus>,
+    infeasible: bool,
+) -> Result<Resources, TranslateError> {
+    let desired =
+        resources(object, || format!("containers[{}].resources.requests", c.name), requests(c.resources.as_ref()))?;
+    let Some(reported) = status.and_then(|s| s.resources.as_ref()) else { return Ok(desired) };
+    let status_field = |what: &str| format!("status.containerStatuses[{}].{what}", c.name);
+    let actual = resources(object, || status_field("resources.requests"), reported.requests.as_ref())?;
+    let allocated =
+        resources(object, || status_field("allocatedResources"), status.and_then(|s| s.allocated_resources.as_ref()))?;
+    let held = actual.max(allocated);
+    Ok(if infeasible { held } else { held.max(desired) })
+}
+
+/// The kubelet's verdict that a pending resize cannot fit its node (condition PodResizePending,
+/// reason Infeasible): the scheduler stops counting the desired requests.
+fn resize_is_infeasible(p: &KubePod) -> bool {
+    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    conditions.iter().any(|c| c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Infeasible"))
 }
 
 /// A Kubernetes time on the live controller's clock ([`crate::live::sampler::unix`]).
@@ -330,6 +357,41 @@ mod tests {
         }));
         // CPU: max(0.75, 2) + 0.1; memory: max(1Gi, 512Mi).
         assert_eq!(pod_requests(&p).unwrap(), Resources::new(2_100, 1 << 30, 0));
+    }
+
+    #[test]
+    fn a_resize_down_keeps_its_room_until_the_kubelet_reports_it() {
+        let asking = |cpu: &str, status: serde_json::Value| -> KubePod {
+            from(json!({
+                "metadata": {"name": "w", "namespace": "ns"},
+                "spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+                "status": status
+            }))
+        };
+        let pod = |status| asking("1m", status);
+        let asked = |cpu: &str, allocated: &str| {
+            json!({"containerStatuses": [{
+                "name": "w", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                "allocatedResources": {"cpu": allocated, "memory": "1Gi"}
+            }]})
+        };
+        // Resized to 1m in spec; the kubelet still reports 2 CPUs: the scheduler counts 2.
+        assert_eq!(pod_requests(&pod(asked("2", "2"))).unwrap(), Resources::new(2_000, 1 << 30, 0));
+        // Allocated but not yet actuated: still 2.
+        assert_eq!(pod_requests(&pod(asked("2", "1m"))).unwrap(), Resources::new(2_000, 1 << 30, 0));
+        // Reported: the room is free.
+        assert_eq!(pod_requests(&pod(asked("1m", "1m"))).unwrap(), Resources::new(1, 1 << 30, 0));
+        // No reported resources (a kubelet without resize support): the spec alone.
+        assert_eq!(pod_requests(&pod(json!({}))).unwrap(), Resources::new(1, 1 << 30, 0));
+        // A resize up the kubelet calls infeasible: what it holds, not what was asked.
+        let mut infeasible = asked("500m", "500m");
+        infeasible["conditions"] = json!([{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]);
+        let up = asking("4", infeasible);
+        assert_eq!(pod_requests(&up).unwrap(), Resources::new(500, 1 << 30, 0));
+        // A bad reported quantity names the status field.
+        let e = pod_requests(&pod(asked("lots", "1m"))).unwrap_err().to_string();
+        assert!(e.starts_with("pod/ns/w: status.containerStatuses[w].resources.requests.cpu `lots`"), "{e}");
     }
 
     #[test]
