@@ -6,8 +6,8 @@
 //! at all, and the online pods preempt more workers (a live flash-crowd run: colocate's shrinks
 //! at 45-50 s freed nothing while 9 replacements waited, and the scheduler killed 23 workers
 //! where replay, whose masters release what they are asked, killed 15). So the master removes
-//! the named workers itself when the ReplicaSet would pick others ([`plan`]). Pure, so it is
-//! tested without a cluster.
+//! the named workers itself ([`plan`]), as many as the ReplicaSet would remove ([`excess`]).
+//! Pure, so it is tested without a cluster.
 
 use std::collections::BTreeSet;
 
@@ -35,21 +35,10 @@ pub fn removal_order<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> Vec<&'a Pod
     active
 }
 
-/// What a shrink by `excess` workers removes when the master honours the names.
-#[derive(Debug)]
-pub struct Removal<'a> {
-    /// The workers that leave: the named ones holding a node first (at most `excess`), then the
-    /// ReplicaSet's own order.
-    pub leaving: Vec<&'a Pod>,
-    /// The master deletes these itself before lowering the count: all of `leaving` when the
-    /// ReplicaSet would pick any other pod, none when it picks exactly those. Deleted, they are
-    /// no longer counted by the ReplicaSet, which then removes nothing more (or, if it acts on
-    /// the new count first, removes others and creates as many again: the same workers leave).
-    pub direct: Vec<&'a Pod>,
-}
-
-/// The removal of `excess` workers among `pods` (a worker Deployment's), `named` first.
-pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Removal<'a> {
+/// The workers a shrink by `excess` removes when the master honours the names: the named ones
+/// holding a node first (at most `excess`), then the ReplicaSet's own order. The master deletes
+/// them itself once the count is down ([`super::deployment`]).
+pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Vec<&'a Pod> {
     let order = removal_order(pods, named);
     let mut leaving: Vec<&Pod> =
         order.iter().copied().filter(|p| bound(p) && is_named(p, named)).take(excess).collect();
@@ -61,10 +50,15 @@ pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Remov
             leaving.push(p);
         }
     }
-    let picked = &order[..excess.min(order.len())];
-    let same = leaving.iter().all(|l| picked.iter().any(|p| std::ptr::eq(*l, *p)));
-    let direct = if same { Vec::new() } else { leaving.clone() };
-    Removal { leaving, direct }
+    leaving
+}
+
+/// How many of `pods` a ReplicaSet scaled to `target` removes: those it counts beyond the
+/// target. Fewer than the Deployment's `spec.replicas` less the target when the scheduler has
+/// just preempted workers whose replacements do not exist yet: those victims leave in the
+/// shrink's stead, and removing the full difference would take the job below its target.
+pub fn excess(pods: &[Pod], target: u32) -> usize {
+    pods.iter().filter(|p| counted(p)).count().saturating_sub(usize::try_from(target).unwrap_or(usize::MAX))
 }
 
 /// Releasing in place, the workers that leave for the named ones: as many on each named
@@ -122,7 +116,7 @@ pub fn in_place_leaving<'a>(
         .take(excess)
         .collect();
     let choice = in_place_choice(pods, named);
-    for p in plan(pods, &choice, excess).leaving {
+    for p in plan(pods, &choice, excess) {
         if leaving.len() >= excess {
             break;
         }
@@ -187,26 +181,28 @@ mod tests {
         let named = BTreeSet::from(["a", "b"]);
         // The ReplicaSet alone would remove the replacement and `a`: the room on n2 stays held.
         assert_eq!(names(&removal_order(&pods, &named)[..2]), ["replacement", "a"]);
-        let r = plan(&pods, &named, 2);
-        assert_eq!(names(&r.leaving), ["a", "b"]);
-        assert_eq!(names(&r.direct), ["a", "b"], "the master deletes both itself");
+        assert_eq!(names(&plan(&pods, &named, 2)), ["a", "b"]);
     }
 
     #[test]
-    fn the_replicaset_is_left_to_it_when_it_picks_the_same_workers() {
+    fn unnamed_the_replicaset_order_and_victims_leave_in_a_shrinks_stead() {
+        let mut victim = pod("victim", Some("n1"), "Running", true, "2026-01-01T00:00:00Z");
+        victim.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
         let pods = [
             pod("a", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
             pod("b", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"),
             pod("c", Some("n2"), "Running", true, "2026-01-01T00:05:00Z"),
+            victim,
         ];
-        let r = plan(&pods, &BTreeSet::from(["a"]), 2);
-        // `a` by its mark, then the newest: what the ReplicaSet removes by itself.
-        assert_eq!(names(&r.leaving), ["a", "c"]);
-        assert!(r.direct.is_empty());
-        // No names, a shrink of pods still waiting for a node: theirs to remove, nothing direct.
+        // `a` by its name, then the newest: the ReplicaSet's own order.
+        assert_eq!(names(&plan(&pods, &BTreeSet::from(["a"]), 2)), ["a", "c"]);
+        // Four workers wanted down to one: the ReplicaSet counts three, so two leave, not three.
+        assert_eq!(excess(&pods, 1), 2);
+        assert_eq!(excess(&pods, 5), 0, "a grow removes nothing");
+        // No names, a shrink of pods still waiting for a node: those first.
         let waiting = [pod("p", None, "Pending", false, "2026-01-01T00:00:00Z"), pods[0].clone()];
-        let r = plan(&waiting, &BTreeSet::new(), 1);
-        assert_eq!((names(&r.leaving), r.direct.len()), (vec!["p".to_string()], 0));
+        assert_eq!(names(&plan(&waiting, &BTreeSet::new(), 1)), ["p"]);
     }
 
     #[test]
@@ -227,8 +223,7 @@ mod tests {
         let chosen = in_place_choice(&pods, &named);
         // Two named on n1: its two oldest; n2's only worker; n3 has none named; the pending one stays.
         assert_eq!(chosen, BTreeSet::from(["old-1", "old-2", "only", "waiting"]));
-        let r = plan(&pods, &chosen, 3);
-        assert_eq!(names(&r.leaving), ["old-1", "old-2", "only"]);
+        assert_eq!(names(&plan(&pods, &chosen, 3)), ["old-1", "old-2", "only"]);
     }
 
     #[test]
@@ -277,10 +272,9 @@ mod tests {
             pod("b", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
             pod("w", None, "Pending", false, "2026-01-01T00:00:00Z"),
         ];
-        let r = plan(&pods, &BTreeSet::from(["gone", "a", "b"]), 1);
-        assert_eq!(names(&r.leaving), ["a"], "one named running worker, the excess");
-        assert_eq!(names(&r.direct), ["a"]);
-        assert!(plan(&pods, &BTreeSet::new(), 0).leaving.is_empty());
-        assert_eq!(plan(&pods, &BTreeSet::new(), 9).leaving.len(), 3, "only active pods can leave");
+        let leaving = plan(&pods, &BTreeSet::from(["gone", "a", "b"]), 1);
+        assert_eq!(names(&leaving), ["a"], "one named running worker, the excess");
+        assert!(plan(&pods, &BTreeSet::new(), 0).is_empty());
+        assert_eq!(plan(&pods, &BTreeSet::new(), 9).len(), 3, "only active pods can leave");
     }
 }
