@@ -17,8 +17,9 @@
 //!
 //! - With a release grace period ([`DeploymentBackend::with_release_grace`], `example-master
 //!   --worker-release`), the workers a shrink removes are gone within it rather than the pods'
-//!   own `terminationGracePeriodSeconds`: once the ReplicaSet has deleted them, the backend
-//!   deletes them again with the shorter grace period (a second delete may only shorten it).
+//!   own `terminationGracePeriodSeconds`: the master deletes them with it, and deletes again
+//!   with it any pod the ReplicaSet removed with the pod's own (a second delete may only
+//!   shorten it).
 //!   This is for frameworks whose workers drain in seconds (the master says when one is done);
 //!   the scheduler's preemptions still take the pods' full grace period. It needs `pods delete`.
 //! - Releasing in place ([`DeploymentBackend::with_release_in_place`], `example-master
