@@ -319,7 +319,8 @@ impl Cluster {
 
     /// Binds pending pods, online first; returns workers evicted for online pods.
     /// `ready_delay(pod)` gives each pod's startup time; `priority(job)` orders jobs.
-    /// `online_arriving`: online pods are still being created, and pending workers are not tried.
+    /// `online_arriving`: online pods are still being created; pending workers are not tried
+    /// after an online pod of the pass found no room.
     pub fn schedule(
         &mut self,
         now: f64,
@@ -330,19 +331,8 @@ impl Cluster {
         online_arriving: bool,
     ) -> Evictions {
         let mut evictions = Evictions::default();
-        // While a scale-up's pods are still arriving, kube-scheduler's priority queue is never
-        // empty of them long enough to reach a worker: each pending online pod's attempt takes
-        // its cycle (about 16 ms each at --v=5, dozens of them woken by one freed node), and the
-        // ReplicaSet adds another every 50 ms. A pass that tried workers at once gave the room a
-        // freed node made to replacements, which the next online pods then preempted (WorldCup98
-        // replayed 5 of 15 kills on workers bound under 30 s before; live 0-1, session 30).
-        let tried = |p: &SimPod| !(online_arriving && matches!(p.kind, PodKind::Worker { .. }));
-        let mut pending: Vec<PodId> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.node.is_none() && p.leaving_at.is_none() && tried(p))
-            .map(|(id, _)| *id)
-            .collect();
+        let mut pending: Vec<PodId> =
+            self.pods.iter().filter(|(_, p)| p.node.is_none() && p.leaving_at.is_none()).map(|(id, _)| *id).collect();
         pending.sort_by_key(|id| {
             let p = &self.pods[id];
             match p.kind {
@@ -351,9 +341,23 @@ impl Cluster {
                 PodKind::Worker { job } => (2, -priority(job), *id),
             }
         });
+        // While a scale-up's pods are still arriving and some find no room, kube-scheduler's
+        // priority queue is never empty of them long enough to reach a worker: each failing
+        // online pod's attempt takes its cycle (about 16 ms each at --v=5, dozens of them woken
+        // by one freed node), and the ReplicaSet adds another every 50 ms. A pass that tried
+        // workers then gave a freed node's room to replacements, which the next online pods
+        // preempted (WorldCup98 replayed 5 of 15 kills on workers bound under 30 s before; live
+        // 0-1, session 30). Once every online pod fits, each takes about a millisecond and the
+        // queue runs dry between two creations: live, the scheduler then tries the waiting
+        // workers, and the scale-up's later pods preempt them (session 31: three replacements
+        // bound at 70.7 s, killed at 71.6 s).
+        let mut online_failed = false;
         for id in pending {
             // An earlier preemption in this pass may have deleted it (a gang's pending workers).
             let Some(pod) = self.pods.get(&id) else { continue };
+            if online_arriving && online_failed && matches!(pod.kind, PodKind::Worker { .. }) {
+                continue;
+            }
             // kube-scheduler v1.34 parks a pod that found no room in its unschedulable pods
             // until an event its rejecting plugin registered may help it (NodeResourcesFit: an
             // assigned pod deleted or scaled down, a node added or grown), then tries it again
@@ -381,6 +385,7 @@ impl Cluster {
             if !online {
                 continue;
             }
+            online_failed = true;
             let mode = preemption(&self.pods[&id]);
             if mode == Preemption::Never {
                 continue;

@@ -142,21 +142,25 @@ fn online_pods_then_higher_priority_workers_bind_first() {
 }
 
 #[test]
-fn workers_wait_while_online_pods_are_still_arriving() {
-    // Room for one 2-CPU pod and a pending worker; a scale-up's next online pod is not created
-    // yet. The worker is not tried until the online pods are all there, which then take the room.
-    let mut c = cluster(&[2000]);
-    let w = c.create("w".into(), worker(0), cpu(2000), 0.0);
+fn workers_wait_while_arriving_online_pods_find_no_room() {
+    // 3 CPUs: the first 2-CPU online pod fits, the second does not, and a 1-CPU worker would
+    // fit what is left. While the scale-up's pods are still being created, the scheduler is
+    // busy with the failing ones and never reaches the worker.
     let never = |_: &SimPod| Preemption::Never;
     let priority = |_: usize| 0;
+    let mut c = cluster(&[3000]);
+    let w = c.create("w".into(), worker(0), cpu(1000), 0.0);
+    let web = c.create("web-1".into(), online_kind(), cpu(2000), 0.0);
+    let late = c.create("web-2".into(), online_kind(), cpu(2000), 0.0);
     c.schedule(0.0, &never, &|_| 0.0, &priority, GRACE, true);
-    assert_eq!(node_of(&c, w), None, "not tried while online pods arrive");
-    let web = c.create("web".into(), online_kind(), cpu(2000), 0.1);
+    assert_eq!([node_of(&c, web), node_of(&c, late), node_of(&c, w)], [Some(0), None, None]);
+    // Every pod created, the failing one parked: the worker takes the room that is left.
     c.schedule(0.1, &never, &|_| 0.0, &priority, GRACE, false);
-    assert_eq!([node_of(&c, web), node_of(&c, w)], [Some(0), None]);
-    // With nothing arriving, a worker takes free room.
-    c.delete(web, 1.0, 0.0);
-    c.schedule(1.0, &never, &|_| 0.0, &priority, GRACE, false);
+    assert_eq!(node_of(&c, w), Some(0));
+    // Every online pod there fits: the queue runs dry and a worker is tried, arriving or not.
+    let mut c = cluster(&[2000]);
+    let w = c.create("w".into(), worker(0), cpu(2000), 0.0);
+    c.schedule(0.0, &never, &|_| 0.0, &priority, GRACE, true);
     assert_eq!(node_of(&c, w), Some(0));
 }
 
