@@ -58,8 +58,8 @@ pub struct Args {
     /// How long the whole job pauses on a membership change (10s, 1m); reported as rescale_cost_s.
     #[arg(long, env = "COLOCATE_MASTER_RESCALE_COST", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub rescale_cost: Option<Duration>,
-    /// Workers the job gives up are gone within this time (5s): the master deletes them again
-    /// with it as their grace period, and announces it as worker_release_s (protocol v1.1) so
+    /// Workers the job gives up are gone within this time (5s): the master deletes them with it
+    /// as their grace period (and again any the ReplicaSet removed), and announces it as worker_release_s (protocol v1.1) so
     /// the controller plans releases that far ahead. Default: the worker
     /// pods' own terminationGracePeriodSeconds, which the controller then assumes.
     #[arg(long, env = "COLOCATE_MASTER_WORKER_RELEASE", value_name = "DURATION", value_parser = humantime::parse_duration)]

@@ -154,8 +154,9 @@ fn workers_wait_while_arriving_online_pods_find_no_room() {
     let late = c.create("web-2".into(), online_kind(), cpu(2000), 0.0);
     c.schedule(0.0, &never, &|_| 0.0, &priority, GRACE, true);
     assert_eq!([node_of(&c, web), node_of(&c, late), node_of(&c, w)], [Some(0), None, None]);
-    // Every pod created, the failing one parked: the worker takes the room that is left.
-    c.schedule(0.1, &never, &|_| 0.0, &priority, GRACE, false);
+    // The failing one parked (it takes no scheduling cycles until room frees), more still
+    // arriving: the worker takes the room that is left.
+    c.schedule(0.1, &never, &|_| 0.0, &priority, GRACE, true);
     assert_eq!(node_of(&c, w), Some(0));
     // Every online pod there fits: the queue runs dry and a worker is tried, arriving or not.
     let mut c = cluster(&[2000]);

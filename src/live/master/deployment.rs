@@ -118,7 +118,7 @@ impl DeploymentBackend {
         Ok(d.metadata.generation.and_then(|g| u64::try_from(g).ok()).unwrap_or(1))
     }
 
-    /// Before a shrink to `target` (by `excess` on `spec.replicas`) lowers the count: picks the
+    /// Before a shrink to `target` lowers the count: picks the
     /// workers that leave (the named ones holding a node first, [`removal::plan`]), resizes them
     /// down in place when releasing in place, and marks those with the lowest deletion cost, so
     /// that the ReplicaSet, should it act before the master's deletes, removes the same ones.
@@ -132,17 +132,22 @@ impl DeploymentBackend {
     /// 0.1 s after the master's list took a named worker's place twice; (session 31) 28 named
     /// for `spec.replicas` less the target where the ReplicaSet removed 24, and a spared named
     /// worker was preempted 15 s later.
+    ///
+    /// Releasing in place, every resized worker still counted leaves, even beyond that count: a
+    /// replacement on full CPU is better than a worker left training on 1m. And once a worker is
+    /// resized the shrink goes on whatever fails (a failed mark is logged, the master deletes
+    /// them anyway).
     async fn prepare_shrink(
         &self,
         owner: &str,
         selector: &str,
         release_pods: &[String],
-        excess: usize,
         target: u32,
     ) -> Result<Vec<String>, BackendError> {
         let named = named_in(&self.namespace, owner, release_pods);
         let workers = list_workers(&self.pods, owner, selector).await?;
         warn_unknown(owner, &named, &workers);
+        let excess = removal::excess(&workers, target);
         let (workers, leaving): (Vec<Pod>, BTreeSet<String>) = if self.release_in_place {
             self.resize_leaving(owner, selector, &named, workers, excess).await
         } else {
@@ -151,7 +156,13 @@ impl DeploymentBackend {
             (workers, leaving)
         };
         let leaving_names: BTreeSet<&str> = leaving.iter().map(String::as_str).collect();
-        mark_among(&self.pods, &self.namespace, owner, &leaving_names, &workers).await?;
+        let marked = mark_among(&self.pods, &self.namespace, owner, &leaving_names, &workers).await;
+        match marked {
+            Err(e) if self.release_in_place => {
+                tracing::warn!(%owner, error = %e, "marking the resized workers; the master deletes them itself")
+            }
+            other => other?,
+        }
         let now = match list_workers(&self.pods, owner, selector).await {
             Ok(now) => now,
             Err(e) => {
@@ -159,8 +170,16 @@ impl DeploymentBackend {
                 workers
             }
         };
-        let leaving = removal::plan(&now, &leaving_names, removal::excess(&now, target));
-        Ok(leaving.iter().filter_map(|p| p.metadata.name.clone()).collect())
+        let mut delete: BTreeSet<String> = removal::plan(&now, &leaving_names, removal::excess(&now, target))
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        if self.release_in_place {
+            let released_still_counted =
+                now.iter().filter(|p| removal::counted(p)).filter_map(|p| p.metadata.name.as_deref());
+            delete.extend(released_still_counted.filter(|n| leaving_names.contains(n)).map(String::from));
+        }
+        Ok(delete.into_iter().collect())
     }
 
     /// Deletes the workers a shrink removes, all at once and with the release grace period when
@@ -356,8 +375,7 @@ impl WorkerBackend for DeploymentBackend {
                 )));
             };
             let owner = format!("deployment {}/{}", self.namespace, self.name);
-            let excess = usize::try_from(i64::from(replicas) - i64::from(command.target)).unwrap_or(0);
-            let leaving = self.prepare_shrink(&owner, &selector, &command.release_pods, excess, command.target).await?;
+            let leaving = self.prepare_shrink(&owner, &selector, &command.release_pods, command.target).await?;
             shrink = Some((owner, selector, leaving));
         }
         let patch = json!({"spec": {"replicas": command.target}});

@@ -7,8 +7,9 @@
 //! The order matters: the kubelet actuates resizes of running pods only, so the master resizes
 //! the workers it is about to remove, waits (at most [`ACTUATION_WAIT`]) until their statuses
 //! report the new requests, and only then lowers the count. The workers to remove are those of
-//! [`super::removal::plan`], marked with the lowest deletion cost and, where the ReplicaSet would
-//! pick others, deleted by the master: a resized worker left running would train on almost no CPU.
+//! [`super::removal::plan`], marked with the lowest deletion cost and deleted by the master once
+//! the count is down, every one still counted: a resized worker left running would train on
+//! almost no CPU.
 //!
 //! What it trades: a released worker drains with the CPU of [`RELEASED_CPU`], so a checkpoint it
 //! writes on its way out is slow (elastic data-parallel workers hold no state of their own, and
