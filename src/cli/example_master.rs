@@ -59,9 +59,10 @@ pub struct Args {
     #[arg(long, env = "COLOCATE_MASTER_RESCALE_COST", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub rescale_cost: Option<Duration>,
     /// Workers the job gives up are gone within this time (5s): the master deletes them with it
-    /// as their grace period (and again any the ReplicaSet removed), and announces it as worker_release_s (protocol v1.1) so
-    /// the controller plans releases that far ahead. Default: the worker
-    /// pods' own terminationGracePeriodSeconds, which the controller then assumes.
+    /// as their grace period (and again any the ReplicaSet removed), and announces it as
+    /// worker_release_s (protocol v1.1) so the controller plans releases that far ahead.
+    /// Default: the worker pods' own terminationGracePeriodSeconds, which the controller then
+    /// assumes.
     #[arg(long, env = "COLOCATE_MASTER_WORKER_RELEASE", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub worker_release: Option<Duration>,
     /// Workers the job gives up first give their room back by an in-place resize (`/resize`,

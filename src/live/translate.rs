@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, MetricTarget, MetricValueStatus};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Node as KubeNode, Pod as KubePod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use thiserror::Error;
 
@@ -120,8 +120,8 @@ pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
 /// called the resize infeasible (it will never happen).
 fn container_requests(
     object: impl Fn() -> String + Copy,
-    c: &k8s_openapi::api::core::v1::Container,
-    status: Option<&k8s_openapi::api::core::v1::ContainerStatus>,
+    c: &Container,
+    status: Option<&ContainerStatus>,
     infeasible: bool,
 ) -> Result<Resources, TranslateError> {
     let desired =
@@ -138,8 +138,13 @@ fn container_requests(
 /// The kubelet's verdict that a pending resize cannot fit its node (condition PodResizePending,
 /// reason Infeasible): the scheduler stops counting the desired requests.
 fn resize_is_infeasible(p: &KubePod) -> bool {
+    has_condition(p, "PodResizePending", "Infeasible")
+}
+
+/// Whether the pod's status carries a condition of this type with this reason.
+fn has_condition(p: &KubePod, type_: &str, reason: &str) -> bool {
     let conditions = p.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-    conditions.iter().any(|c| c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Infeasible"))
+    conditions.iter().any(|c| c.type_ == type_ && c.reason.as_deref() == Some(reason))
 }
 
 /// A Kubernetes time on the live controller's clock ([`crate::live::sampler::unix`]).
@@ -150,8 +155,7 @@ pub fn unix_time(t: &k8s_openapi::jiff::Timestamp) -> std::time::Duration {
 /// kube-scheduler marks a victim before deleting it (kubernetes v1.34
 /// `pkg/scheduler/framework/preemption/preemption.go`, `PreemptPod`).
 pub fn pod_is_preempted(p: &KubePod) -> bool {
-    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-    conditions.iter().any(|c| c.type_ == "DisruptionTarget" && c.reason.as_deref() == Some("PreemptionByScheduler"))
+    has_condition(p, "DisruptionTarget", "PreemptionByScheduler")
 }
 
 /// Pods that hold no node resources any more (finished) are left out of snapshots.
