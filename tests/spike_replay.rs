@@ -288,6 +288,38 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
     }
 }
 
+/// Replay alone, no cluster: the window's figures under the baseline and every configuration
+/// asked for, as the side-by-side test would set them beside its live runs (the warm-up is the
+/// planned one, where the side-by-side test takes the live run's). For re-running replay's half
+/// of the tables after a change of the model:
+/// `COLOCATE_SPIKE_CONFIGS=all cargo test --release --test spike_replay replay_alone -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints replay's figures for the tables; run by hand"]
+fn replay_alone() {
+    let plan = plan();
+    let settings = |load_signal: bool| WindowSettings {
+        from_s: plan.window.0,
+        to_s: plan.window.1,
+        warmup_s: WARM_UP.as_secs_f64(),
+        load_signal,
+        latency_signal: false,
+        tie_draw: 0,
+    };
+    let line = |name: &str, d: &WindowDraws| {
+        let (p, k, y) = (d.pod_s(), d.killed(), d.killed_young());
+        eprintln!(
+            "{name:<32} pod-s {:>7.1} [{:.1}-{:.1}]  killed {:>3} [{}-{}]  young {} [{}-{}]",
+            p.median, p.min, p.max, k.median, k.min, k.max, y.median, y.min, y.max
+        );
+    };
+    eprintln!("{} {}..{} s, {DRAWS} draws (median [range])", plan.scenario.spec.name, plan.window.0, plan.window.1);
+    line("baseline (preemption)", &WindowDraws::replay(&plan.scenario, Policy::Preemption, &settings(false), DRAWS));
+    for config in &plan.configs {
+        let played = plan.played(config);
+        line(config.name, &WindowDraws::replay(&played, Policy::Colocate, &settings(config.load_signal), DRAWS));
+    }
+}
+
 /// Configurations whose acceptance the test asserts: replay predicts live, and no target replay
 /// claims met is missed live (docs/spike-replay.md: in the others replay does not yet predict
 /// live within bounds on both spikes). Targets missed in both are reported, not asserted.

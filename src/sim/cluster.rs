@@ -12,10 +12,15 @@
 //! the preemptor is nominated to that node, and pods nominated there hold its room
 //! against other pods. It holds back from preempting again only while victims of a preemption
 //! (pods the scheduler marked `DisruptionTarget`) are still leaving its nominated node.
+//!
+//! Which of several equally important workers (one priority, one start second) a preemption
+//! takes follows from the order of the scheduler cache's per-node pod list, which
+//! [`Cluster`] keeps as kube-scheduler does (see [`Cluster::node_pods`]).
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
+use super::go_sort::sort_slice;
 use super::policy::draw;
 use crate::core::Resources;
 
@@ -140,10 +145,21 @@ pub struct Cluster {
     /// Events that may free room (a bound pod gone, a node added), counted: what moves
     /// kube-scheduler's waiting pods back into its active queue.
     pub room_events: u64,
-    /// Where kube-scheduler's choice is left to chance (victims of one priority that started in
-    /// the same second, nodes that rank alike: an unstable sort, Go's map order) live runs
-    /// differ from run to run. Replay draws those choices from the pods' and nodes' names and
-    /// this number: 0 in a full replay; a window replay plays several to show the spread.
+    /// kube-scheduler's cache's pods of each node, in its order (`NodeInfo.Pods`): a pod bound
+    /// there is appended; a pod updated (deleted, marked a victim, resized) is removed and
+    /// appended again; a pod removed takes the last one into its place (`NodeInfo.RemovePod`
+    /// swaps it with the last; the cache's `UpdatePod` is `RemovePod` then `AddPod`). A
+    /// preemption ranks a node's candidates in this order with Go's unstable `sort.Slice`, so
+    /// among workers of one priority that started in the same second it takes the last ones:
+    /// usually the ones a master has just deleted, already leaving (session 31's analysis: this
+    /// rule predicted 303 of 307 of a live run's single-victim choices). A pod's node is
+    /// [`SimPod::node`]; this is only the order.
+    node_pods: Vec<Vec<PodId>>,
+    /// Where kube-scheduler's choice is left to chance (nodes that rank alike for a preemption:
+    /// Go's map order; where a window's fill falls in its second) live runs differ from run to
+    /// run. Replay draws those choices from the nodes' names and this number: 0 in a full
+    /// replay; a window replay plays several to show the spread. It also names the workers
+    /// (random suffixes, as a ReplicaSet's).
     pub tie_seed: u64,
     /// Seconds a pod deleted with a grace period stays after it: the kubelet kills the
     /// container when the period is over, reports it, and only then deletes the pod. 0 in a full
@@ -163,6 +179,7 @@ impl Cluster {
             nominated: Resources::ZERO,
             victims_leaving: 0,
         });
+        self.node_pods.push(Vec::new());
         self.room_events += 1;
         self.nodes.len() - 1
     }
@@ -200,6 +217,30 @@ impl Cluster {
         }
         pod.ready_at = Some(ready_at);
         self.nodes[node].used += pod.requests;
+        // kwok's status update follows the bind within milliseconds: the pod stays last.
+        self.node_pods[node].push(id);
+    }
+
+    /// The pods bound to `node`, in kube-scheduler's cache order.
+    pub fn node_pods(&self, node: usize) -> &[PodId] {
+        &self.node_pods[node]
+    }
+
+    /// An update of a bound pod (a deletion, a victim's condition, a resize): kube-scheduler's
+    /// cache removes it from its node's list (the last pod takes its place) and appends it.
+    fn touch(&mut self, id: PodId) {
+        if let Some(n) = self.pods.get(&id).and_then(|p| p.node) {
+            self.unlist(n, id);
+            self.node_pods[n].push(id);
+        }
+    }
+
+    /// `NodeInfo.RemovePod`: the last pod of the node's list takes the removed one's place.
+    fn unlist(&mut self, node: usize, id: PodId) {
+        let list = &mut self.node_pods[node];
+        if let Some(at) = list.iter().position(|p| *p == id) {
+            list.swap_remove(at);
+        }
     }
 
     /// Requests deletion; the pod keeps its node for `grace` seconds (unbound pods go at once).
@@ -237,6 +278,7 @@ impl Cluster {
             (Some(n), Some(at)) => {
                 pod.leaving_at = Some(at);
                 self.nodes[n].leaving += pod.requests;
+                self.touch(id);
                 true
             }
             _ => {
@@ -249,6 +291,7 @@ impl Cluster {
     fn remove(&mut self, id: PodId) {
         let Some(pod) = self.pods.remove(&id) else { return };
         if let Some(n) = pod.node {
+            self.unlist(n, id);
             self.nodes[n].used -= pod.requests;
             self.room_events += 1;
             if pod.leaving_at.is_some() {
@@ -430,8 +473,12 @@ impl Cluster {
             self.nodes[n].victims_leaving += 1;
         }
         if picked_before {
+            // The condition is there already and a second deletion changes nothing: no update.
             return Preempted::Again;
         }
+        // The `DisruptionTarget` condition is an update of the pod.
+        self.touch(id);
+        let pod = self.pods.get_mut(&id).expect("a victim exists");
         if pod.resizing {
             pod.resizing = false;
             // Now a deletion: the pod goes when its grace period is over, as `delete` has it.
@@ -457,25 +504,29 @@ impl Cluster {
         priority: &dyn Fn(usize) -> i32,
         preemptor: PodId,
     ) -> Option<(usize, Vec<(PodId, usize)>)> {
-        // One pass over the pods: the workers that could go, per node and per job.
-        let mut on_node: Vec<Vec<Candidate>> = vec![Vec::new(); self.nodes.len()];
+        // The workers of each job that could go with it (whole jobs).
         let mut of_job: BTreeMap<usize, Vec<(PodId, Option<usize>, Resources)>> = BTreeMap::new();
-        for (id, p) in &self.pods {
-            if let PodKind::Worker { job } = p.kind {
-                if let Some(n) = p.node {
-                    on_node[n].push(Candidate::of(p, priority(job), *id, job, self.tie_seed));
-                }
-                if p.leaving_at.is_none() {
+        if mode == Preemption::WholeJobs {
+            for (id, p) in &self.pods {
+                if let (PodKind::Worker { job }, None) = (p.kind, p.leaving_at) {
                     of_job.entry(job).or_default().push((*id, p.node, p.requests));
                 }
             }
         }
         let mut best: Option<(NodeRank, usize, Victims)> = None;
-        for (n, mut candidates) in on_node.into_iter().enumerate() {
+        for n in 0..self.nodes.len() {
+            // The node's candidates in the cache's order, then ranked as SelectVictimsOnNode
+            // ranks them: Go's sort.Slice with MoreImportantPod (highest priority, then earliest
+            // start), which leaves ties where its swaps put them.
+            let mut candidates: Vec<Candidate> = self.node_pods[n]
+                .iter()
+                .filter_map(|id| match self.pods[id].kind {
+                    PodKind::Worker { job } => Some(Candidate::of(&self.pods[id], priority(job), *id, job)),
+                    _ => None,
+                })
+                .collect();
             let open = self.free(n) - self.nodes[n].nominated;
-            // Most important first, as kube-scheduler's MoreImportantPod: highest priority, then
-            // earliest start.
-            candidates.sort_by(Candidate::more_important_first);
+            sort_slice(&mut candidates, Candidate::more_important);
             let victims = match mode {
                 Preemption::Never => return None,
                 Preemption::Workers => {
@@ -589,27 +640,18 @@ struct Candidate {
     priority: i32,
     /// The second it started: a pod's `status.startTime` has a resolution of one second.
     started_s: i64,
-    /// Among pods of one priority that started in the same second kube-scheduler's order is
-    /// unspecified (an unstable sort over the node's pods); a draw from the name and the seed
-    /// stands in for it. Ranking them by creation instead made the victims always the newest workers,
-    /// the very ones colocate releases first, so replay's preemptions hit workers already
-    /// leaving where the live ones killed running workers (WorldCup spike: 44 of 48 victims
-    /// leaving in replay, 3 of 20 live).
-    tie: f64,
     id: PodId,
     job: usize,
 }
 
 impl Candidate {
-    fn of(pod: &SimPod, priority: i32, id: PodId, job: usize, seed: u64) -> Candidate {
-        Candidate { priority, started_s: started_s(pod), tie: draw(seed, &pod.name), id, job }
+    fn of(pod: &SimPod, priority: i32, id: PodId, job: usize) -> Candidate {
+        Candidate { priority, started_s: started_s(pod), id, job }
     }
 
-    fn more_important_first(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.started_s.cmp(&b.started_s))
-            .then(a.tie.total_cmp(&b.tie))
-            .then(a.id.cmp(&b.id))
+    /// kube-scheduler's `MoreImportantPod`: a higher priority, or the same and an earlier
+    /// start. Ties are neither; their order is the sort's (see [`Cluster::node_pods`]).
+    fn more_important(a: &Candidate, b: &Candidate) -> bool {
+        a.priority > b.priority || (a.priority == b.priority && a.started_s < b.started_s)
     }
 }

@@ -6,6 +6,7 @@ pub mod chart;
 pub mod cluster;
 mod deployment;
 pub mod engine;
+pub mod go_sort;
 pub mod jct_chart;
 pub mod job_trace;
 pub mod jobs;

@@ -321,20 +321,35 @@ fn preemption_evicts_lowest_priority_newest_workers_first() {
 }
 
 #[test]
-fn workers_that_started_in_the_same_second_are_victims_in_no_particular_order() {
-    // kube-scheduler orders pods of one priority and one start second arbitrarily (replay draws
-    // from their names): on nodes of 2 to 9 such workers, the victim is not always the newest.
-    let newest_picked: Vec<bool> = (2..10)
-        .map(|n: i64| {
-            let mut c = cluster(&[n * 1000]);
-            let ids: Vec<PodId> = (0..n).map(|_| bound(&mut c, worker(0), cpu(1000), 0)).collect();
-            c.create("web".into(), online_kind(), cpu(1000), 0.0);
-            let evicted = schedule(&mut c, 0.0, Preemption::Workers, &[0]);
-            assert_eq!(evicted.len(), 1);
-            evicted[0].0 == *ids.last().unwrap()
-        })
-        .collect();
-    assert!(newest_picked.contains(&false), "{newest_picked:?}");
+fn among_workers_that_started_in_the_same_second_the_last_in_the_schedulers_cache_goes() {
+    // kube-scheduler ranks a node's candidates in its cache's order with Go's sort.Slice, which
+    // keeps up to 12 ties where they are: the victim is the tied worker listed last.
+    let setup = |n: i64| {
+        let mut c = cluster(&[n * 1000]);
+        let ids: Vec<PodId> = (0..n).map(|_| bound(&mut c, worker(0), cpu(1000), 0)).collect();
+        (c, ids)
+    };
+    let (mut c, w) = setup(3);
+    c.create("web".into(), online_kind(), cpu(1000), 0.0);
+    assert_eq!(schedule(&mut c, 0.0, Preemption::Workers, &[0]), [(w[2], 0)], "the last bound");
+
+    // A deletion is an update: the deleted worker moves last and is picked, already leaving, so
+    // no running worker dies and the preemptor waits for it.
+    let (mut c, w) = setup(3);
+    c.delete(w[0], 0.0, GRACE);
+    // Removed from its place (the last takes it), then appended.
+    assert_eq!(c.node_pods(0), [w[2], w[1], w[0]]);
+    c.create("web".into(), online_kind(), cpu(1000), 0.0);
+    let evictions = c.schedule(1.0, &|_| Preemption::Workers, &|_| 0.0, &|_| 0, GRACE, false);
+    assert!(evictions.pods.is_empty(), "{:?}", evictions.pods);
+    assert_eq!(evictions.already_leaving, 1);
+
+    // A removal puts the last pod in the removed one's place (NodeInfo.RemovePod).
+    let (mut c, w) = setup(4);
+    c.delete(w[1], 0.0, 0.0);
+    assert_eq!(c.node_pods(0), [w[0], w[3], w[2]]);
+    c.create("web".into(), online_kind(), cpu(2000), 0.0);
+    assert_eq!(schedule(&mut c, 0.0, Preemption::Workers, &[0]), [(w[2], 0)], "not the newest, w3");
 }
 
 #[test]
@@ -378,10 +393,11 @@ fn a_second_preemptor_finds_its_own_victims() {
 #[test]
 fn a_preemptor_does_not_wait_for_workers_released_through_their_master() {
     // The controller released w0 gracefully (2 s). kube-scheduler v1.34 counts a leaving pod
-    // against its node until it is gone, so the online pod preempts w1 as well; it then binds
-    // when w0 is gone, and w1 was killed for nothing.
+    // against its node until it is gone, so the online pod preempts w1 as well (younger, so
+    // less important than w0); it then binds when w0 is gone, and w1 was killed for nothing.
     let mut c = cluster(&[4000]);
-    let w0 = bound(&mut c, worker(1), cpu(2000), 0);
+    let w0 = c.create("w0".into(), worker(1), cpu(2000), -5.0);
+    c.bind(w0, 0, -5.0);
     let w1 = bound(&mut c, worker(1), cpu(2000), 0);
     c.delete(w0, 0.0, 2.0);
     let web = c.create("web".into(), online_kind(), cpu(2000), 0.0);

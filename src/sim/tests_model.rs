@@ -68,12 +68,14 @@ fn a_release_slower_than_the_hpa_step_leaves_pods_waiting() {
     assert_eq!(run.result.controller_forced_preemptions, 0);
     // Sampled every 5 s, released in 4 s, the room is there before the HPA acts. In 5 s, the
     // workers released at the 70 s sample leave at the very moment of the 75 s sync, a moment
-    // after its pods were tried: one of them preempts.
+    // after its pods were tried: one of them preempts, and its victim is a released worker (the
+    // last its cache updated), already leaving: nobody is killed.
     let every_5s = |job: &str| format!("{}observation: {{sample_interval: 5s}}\n", spike(job, ""));
     let run = replay(&every_5s("release_time: 4s"), Policy::Colocate);
     assert_eq!((run.result.forced_preemptions, run.result.pending_online_pod_s), (0, 0.0), "{:?}", run.result);
     let run = replay(&every_5s("release_time: 5s"), Policy::Colocate);
-    assert_eq!(run.result.scheduler_preemptions, 1, "{:?}", run.result);
+    assert_eq!(run.result.scheduler_preemptions, 0, "{:?}", run.result);
+    assert!(run.timeline.last().is_some_and(|r| r.victims_leaving >= 1), "no preemption happened");
     // Sampled every second (the default), the 5 s release is decided a sample sooner: in time.
     let run = replay(&spike("release_time: 5s", ""), Policy::Colocate);
     assert_eq!((run.result.forced_preemptions, run.result.pending_online_pod_s), (0, 0.0), "{:?}", run.result);
