@@ -820,3 +820,33 @@ fn gang_starts_the_next_job_only_when_all_its_workers_fit() {
     let run = replay(QUEUE, Policy::Colocate);
     assert_eq!(run.timeline[0].workers, [5, 3]);
 }
+
+#[test]
+fn preemptions_take_the_schedulers_time_in_a_window_replay() {
+    // Ten 1-CPU workers fill a node; ten online pods of 1 CPU arrive. At 14.5 ms an attempt, a
+    // 0.1 s step holds six preemptions; the other pods are not tried (nor marked failed) until
+    // the next pass, where a release made meanwhile is the victim.
+    let mut c = cluster(&[10_000]);
+    c.preemption_attempt_s = crate::sim::cluster::PREEMPTION_ATTEMPT_S;
+    let workers: Vec<PodId> = (0..10).map(|_| bound(&mut c, worker(0), cpu(1000), 0)).collect();
+    let pods: Vec<PodId> = (0..10).map(|k| c.create(format!("web-{k}"), online_kind(), cpu(1000), 0.0)).collect();
+    let first = schedule(&mut c, 10.0, Preemption::Workers, &[0]);
+    assert_eq!(first.len(), 6, "{first:?}");
+    let waiting: Vec<&PodId> = pods.iter().filter(|p| c.pods[p].nominated.is_none()).collect();
+    assert_eq!(waiting.len(), 4);
+    assert!(waiting.iter().all(|p| c.pods[p].failed.is_none()), "not tried, so not failed");
+    // A master releases the oldest worker: it is last in the cache, so the next pass takes it.
+    c.delete(workers[0], 10.05, GRACE);
+    let second = c.schedule(10.1, &|_| Preemption::Workers, &|_| 0.0, &|_| 0, GRACE, false);
+    assert_eq!(second.already_leaving, 1);
+    assert_eq!(second.pods.len(), 3, "{:?}", second.pods);
+    // Without the limit, a full replay's, every pod preempts in one pass.
+    let mut c = cluster(&[10_000]);
+    (0..10).for_each(|_| {
+        bound(&mut c, worker(0), cpu(1000), 0);
+    });
+    (0..10).for_each(|k| {
+        c.create(format!("web-{k}"), online_kind(), cpu(1000), 0.0);
+    });
+    assert_eq!(schedule(&mut c, 10.0, Preemption::Workers, &[0]).len(), 10);
+}
