@@ -550,9 +550,12 @@ impl Cluster {
             // start), which leaves ties where its swaps put them.
             let mut candidates: Vec<Candidate> = self.node_pods[n]
                 .iter()
-                .filter_map(|id| match self.pods[id].kind {
-                    PodKind::Worker { job } => Some(Candidate::of(&self.pods[id], priority(job), *id, job)),
-                    _ => None,
+                .filter_map(|id| {
+                    let pod = &self.pods[id];
+                    match pod.kind {
+                        PodKind::Worker { job } => Some(Candidate::of(pod, priority(job), *id, job)),
+                        _ => None,
+                    }
                 })
                 .collect();
             let open = self.free(n) - self.nodes[n].nominated;

@@ -842,11 +842,9 @@ fn preemptions_take_the_schedulers_time_in_a_window_replay() {
     assert_eq!(second.pods.len(), 3, "{:?}", second.pods);
     // Without the limit, a full replay's, every pod preempts in one pass.
     let mut c = cluster(&[10_000]);
-    (0..10).for_each(|_| {
+    for k in 0..10 {
         bound(&mut c, worker(0), cpu(1000), 0);
-    });
-    (0..10).for_each(|k| {
         c.create(format!("web-{k}"), online_kind(), cpu(1000), 0.0);
-    });
+    }
     assert_eq!(schedule(&mut c, 10.0, Preemption::Workers, &[0]).len(), 10);
 }
