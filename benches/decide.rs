@@ -37,6 +37,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             ready: true,
             terminating_until: None,
             preempted: false,
+            started: None,
         });
         for k in 0..9 {
             let s = (i * 9 + k) % SERVICES;
@@ -49,6 +50,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 ready: true,
                 terminating_until: None,
                 preempted: false,
+                started: None,
             });
         }
         for k in 0..20 {
@@ -62,6 +64,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 ready: true,
                 terminating_until: None,
                 preempted: false,
+                started: None,
             });
         }
     }

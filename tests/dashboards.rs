@@ -86,6 +86,7 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
         ready: true,
         terminating_until: None,
         preempted: false,
+        started: None,
     };
     let snap = Snapshot {
         now: Duration::from_secs(60),

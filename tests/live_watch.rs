@@ -50,6 +50,19 @@ fn master_status() -> Status {
     .unwrap()
 }
 
+/// Waits up to 30 s for kwok to give `ml/{name}` its `status.startTime`.
+fn wait_started(bed: &Testbed, name: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let at = bed.kubectl_run(&["get", "pod", "-n", "ml", name, "-o", "jsonpath={.status.startTime}"]);
+        if !at.trim().is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflectors_feed_a_snapshot_the_core_acts_on() {
     let bed = tokio::task::spawn_blocking(Testbed::start).await.unwrap();
@@ -57,7 +70,9 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
 
     // Two kwok nodes of 4 CPUs. n-a: two 1-CPU nginx replicas and two 1-CPU workers (full).
     // n-b: workers of 1.5 and 1 CPU, 1.5 free. The HPA wants 2 more replicas: one fits in n-b's
-    // free room, the other needs the room of n-b's 1-CPU worker.
+    // free room, the other needs the room of one of n-b's workers. The 1.5-CPU one started
+    // a second later: the newest, the one kube-scheduler's preemption would take, is released
+    // (by name it would be the other).
     for n in ["n-a", "n-b"] {
         bed.kubectl_apply(&node_manifest(n, "4", "16Gi"));
     }
@@ -71,9 +86,14 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
     for (name, node, cpu) in [
         ("wd-worker-0", "n-a", "1"),
         ("wd-worker-1", "n-a", "1"),
-        ("wd-worker-2", "n-b", "1500m"),
         ("wd-worker-3", "n-b", "1"),
+        ("wd-worker-2", "n-b", "1500m"),
     ] {
+        if name == "wd-worker-2" {
+            // `status.startTime` has whole seconds: start it in a later one than worker-3's.
+            assert!(wait_started(&bed, "wd-worker-3"), "kwok never started wd-worker-3");
+            std::thread::sleep(Duration::from_millis(1_100));
+        }
         bed.kubectl_apply(&pod("ml", name, worker.clone(), node, cpu));
     }
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "web");
@@ -155,7 +175,9 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
     let intent = decision.intents.iter().find(|i| i.job == "ml/wd").expect("the job shrinks");
     assert_eq!(intent.reason, Reason::OnlineHeadroom, "{}", intent.why);
     assert_eq!((intent.from, intent.target), (4, 3), "{}", intent.why);
-    assert_eq!(intent.release_pods, ["ml/wd-worker-3"], "{}", intent.why);
+    let started = |name: &str| snap.pods.iter().find(|p| p.name == name).and_then(|p| p.started);
+    assert!(started("ml/wd-worker-3") < started("ml/wd-worker-2"), "{:?}", snap.pods);
+    assert_eq!(intent.release_pods, ["ml/wd-worker-2"], "{}", intent.why);
     assert_eq!(intent.release_nodes, ["n-b"]);
     assert_eq!(stats.restarts.iter().map(|r| r.load(std::sync::atomic::Ordering::Relaxed)).sum::<u64>(), 0);
 

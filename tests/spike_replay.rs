@@ -292,7 +292,8 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
 /// asked for, as the side-by-side test would set them beside its live runs (the warm-up is the
 /// planned one, where the side-by-side test takes the live run's). For re-running replay's half
 /// of the tables after a change of the model:
-/// `COLOCATE_SPIKE_CONFIGS=all cargo test --release --test spike_replay replay_alone -- --ignored --nocapture`.
+/// `COLOCATE_SPIKE_CONFIGS=all cargo test --release --test spike_replay replay_alone -- --ignored --nocapture`
+/// (`COLOCATE_SPIKE_PER_DRAW=1` adds each draw's kills, as they came).
 #[test]
 #[ignore = "prints replay's figures for the tables; run by hand"]
 fn replay_alone() {
@@ -316,7 +317,31 @@ fn replay_alone() {
     line("baseline (preemption)", &WindowDraws::replay(&plan.scenario, Policy::Preemption, &settings(false), DRAWS));
     for config in &plan.configs {
         let played = plan.played(config);
-        line(config.name, &WindowDraws::replay(&played, Policy::Colocate, &settings(config.load_signal), DRAWS));
+        let d = WindowDraws::replay(&played, Policy::Colocate, &settings(config.load_signal), DRAWS);
+        line(config.name, &d);
+        // With COLOCATE_SPIKE_PER_DRAW set, each draw's figures and when its kills (k) and
+        // victims already leaving (l) came, in seconds after the window opened.
+        if std::env::var_os("COLOCATE_SPIKE_PER_DRAW").is_some() {
+            for r in &d.runs {
+                let mut last = (0, 0);
+                let mut out = String::new();
+                for s in &r.series {
+                    if (s.scheduler_preemptions, s.scheduler_victims_leaving) != last {
+                        out += &format!(
+                            " {:.1}:+{}k+{}l",
+                            s.t_s,
+                            s.scheduler_preemptions - last.0,
+                            s.scheduler_victims_leaving - last.1
+                        );
+                        last = (s.scheduler_preemptions, s.scheduler_victims_leaving);
+                    }
+                }
+                eprintln!(
+                    "  {:>6.0} {:>2} y{} |{out}",
+                    r.online_unschedulable_pod_s, r.scheduler_preemptions, r.scheduler_preemptions_young
+                );
+            }
+        }
     }
 }
 

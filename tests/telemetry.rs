@@ -51,6 +51,7 @@ fn pod(name: &str, class: PodClass, cpu: i64) -> Pod {
         ready: true,
         terminating_until: None,
         preempted: false,
+        started: None,
     }
 }
 

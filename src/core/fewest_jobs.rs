@@ -16,6 +16,7 @@ pub(super) struct Worker<'a> {
     pub(super) name: &'a str,
     pub(super) node: usize,
     pub(super) requests: Resources,
+    pub(super) started: Option<std::time::Duration>,
 }
 
 /// One job of a priority level that loses running workers in the plan so far.
@@ -124,7 +125,7 @@ mod tests {
     use super::*;
 
     fn worker(name: &'static str, node: usize, cpu: i64) -> Worker<'static> {
-        Worker { name, node, requests: Resources::new(cpu, 1 << 30, 0) }
+        Worker { name, node, requests: Resources::new(cpu, 1 << 30, 0), started: None }
     }
 
     fn losing<'a>(member: usize, share: f64, kept: &[&'a Worker<'a>], released: &[&'a Worker<'a>]) -> Losing<'a> {

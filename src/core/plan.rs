@@ -3,6 +3,8 @@
 //! dominant resource share, one worker at a time, each on a node where it fits. The weights are
 //! the jobs' own, or the completion-time split of completion.rs.
 
+use std::time::Duration;
+
 use super::capacity::NodeRoom;
 use super::config::Config;
 use super::damping::Memory;
@@ -55,16 +57,17 @@ impl JobPlan {
 /// Worker pods of one job as found in the snapshot.
 #[derive(Default)]
 struct JobPods<'a> {
-    /// By node, then name.
+    /// By node, then start (oldest first; not started yet last), then name: kept in that
+    /// order, so a node's newest workers are the ones released.
     bound: Vec<Worker<'a>>,
     pending: Vec<&'a str>,
 }
 
 impl<'a> JobPods<'a> {
     /// A worker pod of the job: bound to `node`, or pending.
-    fn add(&mut self, name: &'a str, node: Option<usize>, requests: Resources) {
+    fn add(&mut self, name: &'a str, node: Option<usize>, requests: Resources, started: Option<Duration>) {
         match node {
-            Some(node) => self.bound.push(Worker { name, node, requests }),
+            Some(node) => self.bound.push(Worker { name, node, requests, started }),
             None => self.pending.push(name),
         }
     }
@@ -113,7 +116,7 @@ pub fn plan_jobs(
                     still_leaving[j].push((p, &pod.name, index.node_of(p)));
                     continue;
                 }
-                pods[j].add(&pod.name, index.node_of(p), pod.requests);
+                pods[j].add(&pod.name, index.node_of(p), pod.requests, pod.started);
             }
             _ => {}
         }
@@ -124,7 +127,7 @@ pub fn plan_jobs(
         if !left.is_empty() && total <= job.target_workers as usize {
             // The master removed others than those named, or is done: nothing of it is leaving.
             for (p, name, node) in left {
-                pods[j].add(name, node, snap.pods[p].requests);
+                pods[j].add(name, node, snap.pods[p].requests, snap.pods[p].started);
             }
             memory.keep_leaving(&job.name, Vec::new());
         } else if !leaving[j].is_empty() {
@@ -132,12 +135,17 @@ pub fn plan_jobs(
         }
     }
     for p in &mut pods {
-        p.bound.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.name.cmp(b.name)));
+        // A node's newest workers go first, as kube-scheduler's preemption would take them: an
+        // online pod that preempts on the node then picks a worker already leaving, where
+        // releasing by name left a newer one running for it to kill (WorldCup98, session 33).
+        p.bound.sort_by(|a, b| {
+            let newest_last = |w: &Worker| (w.started.is_none(), w.started);
+            a.node.cmp(&b.node).then_with(|| newest_last(a).cmp(&newest_last(b))).then_with(|| a.name.cmp(b.name))
+        });
         p.pending.sort_unstable();
     }
 
-    let waiting_since: Vec<Option<std::time::Duration>> =
-        snap.jobs.iter().map(|j| memory.waiting_since(j, snap.now)).collect();
+    let waiting_since: Vec<Option<Duration>> = snap.jobs.iter().map(|j| memory.waiting_since(j, snap.now)).collect();
     let mut plans: Vec<JobPlan> = snap.jobs.iter().map(|_| JobPlan::default()).collect();
     let mut levels: Vec<i32> = snap.jobs.iter().map(|j| j.priority).collect();
     levels.sort_unstable_by(|a, b| b.cmp(a));

@@ -59,6 +59,11 @@ pub struct Pod {
     /// `PreemptionByScheduler`, which the scheduler sets before it deletes the pod): it keeps its
     /// node for its whole grace period, whatever its master announces for releases.
     pub preempted: bool,
+    /// When it started (`status.startTime`, whole seconds, on the snapshot's clock); `None`
+    /// until the kubelet starts it. kube-scheduler's preemption takes a node's lower-priority
+    /// pods that started last first (`MoreImportantPod`), and a released worker started last
+    /// is a victim already leaving, not a worker killed.
+    pub started: Option<Duration>,
 }
 
 impl Pod {

@@ -40,6 +40,7 @@ pub(super) fn pod(name: &str, class: PodClass, node: Option<&str>, requests: Res
         ready: true,
         terminating_until: None,
         preempted: false,
+        started: None,
     }
 }
 

@@ -48,6 +48,25 @@ fn hpa_desired_above_current_shrinks_training_where_the_new_pod_lands() {
     assert_eq!(node_cap(&d, "n2").reserved_online, Resources::ZERO);
 }
 
+/// kube-scheduler's preemption takes a node's workers that started last first; a shrink
+/// releases those, so a pod that preempts there finds a worker already leaving. Not started
+/// yet (no `startTime`) counts as newest, as the scheduler counts it.
+#[test]
+fn a_shrink_releases_a_nodes_newest_workers() {
+    let released = |started: [Option<u64>; 3]| {
+        let mut s = hpa_cluster(2);
+        for (p, at) in s.pods.iter_mut().filter(|p| p.node.as_deref() == Some("n1") && p.name != "web-0").zip(started) {
+            p.started = at.map(secs);
+        }
+        the_intent(&decide_once(Config::default(), &s), "a").release_pods.clone()
+    };
+    // By name, where all started together (a-2 was the choice before starts were known).
+    assert_eq!(released([Some(10), Some(10), Some(10)]), ["a-2"]);
+    assert_eq!(released([Some(10), Some(12), Some(11)]), ["a-1"]);
+    assert_eq!(released([Some(12), Some(10), Some(11)]), ["a-0"]);
+    assert_eq!(released([None, Some(50), Some(60)]), ["a-0"]);
+}
+
 /// One 8-CPU node: web-0, five running workers and a scheduler's victim (2 CPU) terminating for
 /// 30 s more; the HPA wants one more web pod. Where a release frees room sooner than the victim
 /// leaves (the job's release latency, 2 s), the victim's room is not the new pod's: a running

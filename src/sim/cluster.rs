@@ -29,13 +29,24 @@ pub type PodId = u64;
 /// Preemption victims: (pod, its job).
 type Victims = Vec<(PodId, usize)>;
 
-/// How long after its grace period a deleted pod is gone, in a window replay: the test bed's
-/// nodes remove it within the second after its `deletionTimestamp` (stored in whole seconds;
-/// 0.5 s on average), and a master's release reaches the API server a moment after colocate's
-/// intent. With it the window replays of both spikes put the WorldCup fast release's kills
-/// where the live run did (4 [4-8] against 4; 0 without) and turned no passing check into a
-/// miss (docs/spike-replay.md, "The half second after the grace period, in window replays").
-pub const REMOVAL_AFTER_GRACE_S: f64 = 0.5;
+/// When a pod deleted with a grace period is gone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Removal {
+    /// When its grace period is over: a full replay's steps of 1-10 s cannot resolve more, and
+    /// the step's order already removes such a pod after the pods of its moment were tried.
+    #[default]
+    AtGracePeriodEnd,
+    /// As the test bed's nodes remove it (`hack/testbed/kwok-graceful-delete.yaml`, a kubelet's
+    /// stand-in): one second after its `deletionTimestamp`, which the API server sets to the
+    /// request plus the grace period and stores in whole wall-clock seconds. So (0, 1] s after
+    /// the grace period, and where in that second hangs on [`Cluster::wall_phase_s`]: every
+    /// pod deleted in one wall-clock second is gone at the same instant. Live (WorldCup98,
+    /// `--v=5` runs of sessions 32 and 33) the 40 s sync's releases, deleted 0.20-0.26 s after it, were gone at
+    /// 71.04-71.14 s in a run whose wall seconds began 0.032 s after the window's, at
+    /// 70.77-70.89 s in one where they began 0.749 s after: as this rule has it (71.03, 70.75).
+    /// A fixed half second put them at 70.5 s in every draw.
+    SecondAfterDeletionTimestamp,
+}
 
 /// How long one scheduling attempt that ends in a preemption keeps kube-scheduler busy (its
 /// dry run over every node, then the next pod): 8.7-26 ms a preemption, median 14.5 ms, in the
@@ -167,17 +178,19 @@ pub struct Cluster {
     /// [`SimPod::node`]; this is only the order.
     node_pods: Vec<Vec<PodId>>,
     /// Where kube-scheduler's choice is left to chance (nodes that rank alike for a preemption:
-    /// Go's map order; where a window's fill falls in its second) live runs differ from run to
-    /// run. Replay draws those choices from the nodes' names and this number: 0 in a full
+    /// Go's map order) live runs differ from run to run. Replay draws those choices from the nodes' names and this number: 0 in a full
     /// replay; a window replay plays several to show the spread. It also names the workers
     /// (random suffixes, as a ReplicaSet's).
     pub tie_seed: u64,
-    /// Seconds a pod deleted with a grace period stays after it: the kubelet kills the
-    /// container when the period is over, reports it, and only then deletes the pod. 0 in a full
-    /// replay (its 1-10 s steps cannot resolve it; the step's order already removes such a pod
-    /// after the pods of its moment were tried); [`REMOVAL_AFTER_GRACE_S`] in a window replayed
-    /// beside a live run.
-    pub removal_after_grace_s: f64,
+    /// When a pod deleted with a grace period is gone: at its end in a full replay; as the
+    /// test bed removes it in a window replayed beside a live run.
+    pub removal: Removal,
+    /// Where wall-clock seconds begin in scenario time: at `k - wall_phase_s` for whole `k`.
+    /// Kubernetes keeps times in whole wall-clock seconds (a pod's `status.startTime`, which
+    /// ranks preemption's victims; its `deletionTimestamp`), and a live run's window opens
+    /// anywhere in a second, so which events share a second differs from run to run. 0 in a
+    /// full replay; a window replay draws it.
+    pub wall_phase_s: f64,
     /// Seconds each preemption attempt takes ([`PREEMPTION_ATTEMPT_S`] in a window replay; 0,
     /// no limit, in a full replay, whose steps of a second or more cannot resolve it). Pods
     /// that would preempt beyond what the scheduler had time for since the last pass wait for
@@ -261,16 +274,17 @@ impl Cluster {
         }
     }
 
-    /// Requests deletion; the pod keeps its node for `grace` seconds (unbound pods go at once).
-    pub fn delete(&mut self, id: PodId, now: f64, grace: f64) {
-        self.start_leaving(id, (grace > 0.0).then(|| self.gone_after_grace(now, grace)));
+    /// Requests deletion, reaching the API server at `requested`; the pod keeps its node for
+    /// `grace` seconds (unbound pods go at once).
+    pub fn delete(&mut self, id: PodId, requested: f64, grace: f64) {
+        self.start_leaving(id, (grace > 0.0).then(|| self.gone_after_grace(requested, grace)));
     }
 
     /// Releases a bound worker in place: its master resizes it down and its room frees when the
     /// kubelet reports the resize, `after` seconds from now, unless the scheduler preempts it
-    /// first (see [`Cluster::preempt`]). Unbound pods go at once. Not `removal_after_grace_s`
-    /// later: that is the kubelet removing a pod whose grace period is over, and a resize frees
-    /// the room the moment it is reported.
+    /// first (see [`Cluster::preempt`]). Unbound pods go at once. No [`Removal`] rule: that is
+    /// the kubelet removing a pod whose grace period is over, and a resize frees the room the
+    /// moment it is reported.
     pub fn release_in_place(&mut self, id: PodId, now: f64, after: f64) {
         if self.start_leaving(id, (after > 0.0).then_some(now + after)) {
             if let Some(pod) = self.pods.get_mut(&id) {
@@ -279,10 +293,25 @@ impl Cluster {
         }
     }
 
-    /// When a pod deleted now with `grace` seconds is gone: `removal_after_grace_s` after its
-    /// grace period (none without one).
-    fn gone_after_grace(&self, now: f64, grace: f64) -> f64 {
-        now + grace + if grace > 0.0 { self.removal_after_grace_s } else { 0.0 }
+    /// When a pod whose deletion with `grace` seconds reaches the API server at `requested`
+    /// is gone (see [`Removal`]).
+    fn gone_after_grace(&self, requested: f64, grace: f64) -> f64 {
+        match self.removal {
+            Removal::SecondAfterDeletionTimestamp if grace > 0.0 => self.wall_second_of(requested + grace) + 1.0,
+            _ => requested + grace,
+        }
+    }
+
+    /// The start of the wall-clock second `t` falls in, in scenario time.
+    fn wall_second_of(&self, t: f64) -> f64 {
+        // A hair of slack: scenario times are sums of 0.1 s steps.
+        (t + self.wall_phase_s + 1e-9).floor() - self.wall_phase_s
+    }
+
+    /// The wall-clock second a pod started (`status.startTime` has a resolution of one
+    /// second), numbered from the one scenario time 0 falls in.
+    pub fn started_s(&self, pod: &SimPod) -> i64 {
+        (pod.ready_at.unwrap_or(pod.created_at) + self.wall_phase_s + 1e-9).floor() as i64
     }
 
     /// A pod not yet leaving holds its node until `at`, or goes at once (`None`, or unbound).
@@ -553,7 +582,7 @@ impl Cluster {
                 .filter_map(|id| {
                     let pod = &self.pods[id];
                     match pod.kind {
-                        PodKind::Worker { job } => Some(Candidate::of(pod, priority(job), *id, job)),
+                        PodKind::Worker { job } => Some(Candidate::of(self.started_s(pod), priority(job), *id, job)),
                         _ => None,
                     }
                 })
@@ -639,7 +668,7 @@ impl Cluster {
         let earliest_start = victims
             .iter()
             .filter(|(_, job)| priority(*job) == highest)
-            .map(|(id, _)| started_s(&self.pods[id]))
+            .map(|(id, _)| self.started_s(&self.pods[id]))
             .min()
             .unwrap_or(i64::MAX);
         NodeRank {
@@ -662,11 +691,6 @@ struct NodeRank {
     tie: u64,
 }
 
-/// The second a pod started: `status.startTime` has a resolution of one second.
-pub(super) fn started_s(pod: &SimPod) -> i64 {
-    pod.ready_at.unwrap_or(pod.created_at).floor() as i64
-}
-
 /// A pod preemption could evict, with what ranks it among the others on its node.
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
@@ -678,8 +702,8 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn of(pod: &SimPod, priority: i32, id: PodId, job: usize) -> Candidate {
-        Candidate { priority, started_s: started_s(pod), id, job }
+    fn of(started_s: i64, priority: i32, id: PodId, job: usize) -> Candidate {
+        Candidate { priority, started_s, id, job }
     }
 
     /// kube-scheduler's `MoreImportantPod`: a higher priority, or the same and an earlier

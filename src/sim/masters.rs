@@ -3,9 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use super::cluster::{started_s, Cluster, PodId};
+use super::cluster::{Cluster, PodId};
 use super::engine::World;
 use super::jobs::{Phase, SimJob};
+
+/// How long after colocate's intent a master's deletes of the workers it releases reach the
+/// API server, in a window replayed beside a live run: 140-187 ms after the HPA's sync in
+/// session 32's `--v=5` logs of WorldCup98 (colocate reads the HPA's status and calls the
+/// master, which deletes its released workers at once). It decides the wall-clock second of
+/// their `deletionTimestamp`, and so when they are gone ([`Removal`]). 0 in a full replay.
+///
+/// [`Removal`]: super::cluster::Removal
+const MASTER_DELETE_AFTER_S: f64 = 0.17;
 
 impl World<'_> {
     /// The simulated master: grows by creating pending workers; shrinks gracefully, releasing
@@ -14,11 +23,12 @@ impl World<'_> {
         let now = self.now;
         let grace = self.scenario.spec.release_time(j).as_secs_f64();
         let in_place = self.scenario.spec.jobs[j].release_in_place;
+        let deleted_at = now + if self.window.is_some() { MASTER_DELETE_AFTER_S } else { 0.0 };
         let let_go = |cluster: &mut Cluster, id: PodId| {
             if in_place {
                 cluster.release_in_place(id, now, grace);
             } else {
-                cluster.delete(id, now, grace);
+                cluster.delete(id, deleted_at, grace);
             }
         };
         let job = &mut self.jobs[j];
@@ -97,7 +107,7 @@ fn oldest_on_named_nodes(cluster: &Cluster, j: usize, named: &[String]) -> Vec<S
     for (n, count) in per_node {
         let mut there: Vec<&super::cluster::SimPod> =
             SimJob::pods(cluster, j).map(|(id, _)| &cluster.pods[&id]).filter(|p| p.node == Some(n)).collect();
-        there.sort_by_key(|p| (started_s(p), p.created_at.floor() as i64, p.name.clone()));
+        there.sort_by_key(|p| (cluster.started_s(p), p.created_at.floor() as i64, p.name.clone()));
         chosen.extend(there.iter().take(count).map(|p| p.name.clone()));
     }
     chosen

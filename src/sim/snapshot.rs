@@ -48,6 +48,8 @@ fn build_snapshot(world: &World) -> Snapshot {
                 ready: p.is_ready(now),
                 terminating_until: p.leaving_at.map(Duration::from_secs_f64),
                 preempted: p.preempted,
+                // As kube-scheduler's preemption ranks it, whole wall-clock seconds.
+                started: p.node.map(|_| Duration::from_secs(world.cluster.started_s(p).max(0).unsigned_abs())),
             }
         })
         .collect();

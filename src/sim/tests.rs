@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
+use super::cluster::{Cluster, PodId, PodKind, Preemption, Removal, SimPod};
 use super::engine::{PolicyRun, World};
 use super::jobs::{Phase, SimJob};
 use super::policy::Policy;
@@ -274,13 +274,13 @@ fn a_worker_released_in_place_frees_its_room_unless_the_scheduler_deletes_it_fir
     c.reap(2.0);
     assert_eq!(c.pods[&w[1]].leaving_at, Some(GRACE), "the cut release holds its node");
     assert_eq!(c.nodes[0].victims_leaving, 2);
-    // In a window replay a deleted pod goes half a second after its grace period (the
-    // kubelet's removal); a resize is reported, not removed, so it frees its room on time, and
-    // a cut release is a deletion like any other.
-    let removal = super::cluster::REMOVAL_AFTER_GRACE_S;
+    // In a window replay a deleted pod goes a second after its whole-second deletionTimestamp
+    // (the test bed's removal); a resize is reported, not removed, so it frees its room on
+    // time, and a cut release is a deletion like any other.
     let in_a_window = || {
         let mut c = cluster(&[4000]);
-        c.removal_after_grace_s = removal;
+        c.removal = Removal::SecondAfterDeletionTimestamp;
+        c.wall_phase_s = 0.25;
         let w: Vec<PodId> = (0..2).map(|_| bound(&mut c, worker(0), cpu(2000), 0)).collect();
         c.release_in_place(w[1], 0.0, 1.2);
         (c, w)
@@ -290,7 +290,41 @@ fn a_worker_released_in_place_frees_its_room_unless_the_scheduler_deletes_it_fir
     let (mut c, w) = in_a_window();
     c.create("web".into(), online_kind(), cpu(3000), 0.0);
     c.schedule(0.0, &preemption, &|_| 0.0, &|_| 0, GRACE, false);
-    assert_eq!(c.pods[&w[1]].leaving_at, Some(GRACE + removal), "a cut release is a deletion");
+    // Wall seconds begin at 0.75, 1.75, ...: the deletionTimestamp GRACE falls in the one
+    // beginning at GRACE - 0.25, and the pod is gone a second after that.
+    assert_eq!(c.pods[&w[1]].leaving_at, Some(GRACE + 0.75), "a cut release is a deletion");
+}
+
+#[test]
+fn a_deleted_pod_goes_a_second_after_its_whole_second_deletion_timestamp() {
+    // Wall-clock seconds begin 0.6 s into each scenario second (phase 0.4).
+    let gone = |requested: f64| {
+        let mut c = cluster(&[4000]);
+        c.removal = Removal::SecondAfterDeletionTimestamp;
+        c.wall_phase_s = 0.4;
+        let w = bound(&mut c, worker(0), cpu(1000), 0);
+        c.delete(w, requested, 30.0);
+        c.pods[&w].leaving_at.expect("it holds its node")
+    };
+    // Deletions within one wall second are gone together, (0, 1] s after their grace period.
+    assert!((gone(10.6) - 41.6).abs() < 1e-9, "{}", gone(10.6));
+    assert!((gone(11.5) - 41.6).abs() < 1e-9, "{}", gone(11.5));
+    assert!((gone(11.6) - 42.6).abs() < 1e-9, "{}", gone(11.6));
+    // A full replay removes it when its grace period is over.
+    let mut c = cluster(&[4000]);
+    let w = bound(&mut c, worker(0), cpu(1000), 0);
+    c.delete(w, 11.5, 30.0);
+    assert_eq!(c.pods[&w].leaving_at, Some(41.5));
+    // Start times share the wall clock's seconds.
+    let mut c = cluster(&[4000]);
+    c.wall_phase_s = 0.4;
+    let a = bound(&mut c, worker(0), cpu(1000), 0);
+    let b = bound(&mut c, worker(0), cpu(1000), 0);
+    c.pods.get_mut(&a).expect("bound").ready_at = Some(5.5);
+    c.pods.get_mut(&b).expect("bound").ready_at = Some(5.7);
+    assert_eq!(c.started_s(&c.pods[&a]) + 1, c.started_s(&c.pods[&b]));
+    c.wall_phase_s = 0.0;
+    assert_eq!(c.started_s(&c.pods[&a]), c.started_s(&c.pods[&b]));
 }
 
 #[test]

@@ -14,7 +14,7 @@
 //! masters is a scenario that says so, so the controller in replay plans with the release
 //! latency the masters would announce.
 
-use super::cluster::{PodId, PodKind};
+use super::cluster::{PodId, PodKind, Removal};
 use super::engine::World;
 use super::jobs::{Phase, SimJob};
 use super::policy::draw;
@@ -45,10 +45,11 @@ pub struct WindowSettings {
     /// The controller samples the service's p99 (a latency query). Without it the latency
     /// guard sees the p99 as unknown: it holds growth but never shrinks on latency.
     pub latency_signal: bool,
-    /// Which draw of kube-scheduler's chance choices (victims that rank alike, nodes that rank
-    /// alike; [`Cluster::tie_seed`](super::cluster::Cluster::tie_seed)) to play: 0 is a full
-    /// replay's. Nothing else changes: the HPA script, the load and the startup jitter stay the
-    /// scenario's.
+    /// Which draw of the live run's chance to play: kube-scheduler's choices among nodes that
+    /// rank alike ([`Cluster::tie_seed`](super::cluster::Cluster::tie_seed); 0 is a full
+    /// replay's) and where the window opens within a wall-clock second
+    /// ([`Cluster::wall_phase_s`](super::cluster::Cluster::wall_phase_s)). Nothing else
+    /// changes: the HPA script, the load and the startup jitter stay the scenario's.
     pub tie_draw: u64,
 }
 
@@ -97,7 +98,9 @@ pub struct WindowSample {
 pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings: &WindowSettings) -> World<'a> {
     let mut world = World::new(scenario, policy);
     world.cluster.tie_seed = settings.tie_draw;
-    world.cluster.removal_after_grace_s = super::cluster::REMOVAL_AFTER_GRACE_S;
+    world.cluster.removal = Removal::SecondAfterDeletionTimestamp;
+    // Where the live run's window opens within a wall-clock second is chance.
+    world.cluster.wall_phase_s = draw(settings.tie_draw, "wall-clock phase");
     world.cluster.preemption_attempt_s = super::cluster::PREEMPTION_ATTEMPT_S;
     for job in &mut world.jobs {
         job.random_names = true;
@@ -155,8 +158,8 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
     }
 }
 
-/// The same window replayed under several draws of kube-scheduler's chance choices
-/// ([`WindowSettings::tie_draw`] 0, 1, ...): live runs differ in those from run to run, so one
+/// The same window replayed under several draws of the live run's chance (kube-scheduler's
+/// choices, the wall clock's phase: [`WindowSettings::tie_draw`] 0, 1, ...): live runs differ in those from run to run, so one
 /// draw is one sample of what the cluster might do, and the figures to set against live runs
 /// are the draws' medians and range.
 #[derive(Clone, Debug)]
@@ -173,7 +176,7 @@ pub struct Spread<T> {
 }
 
 impl WindowDraws {
-    /// `draws` replays of the window (at least one), the first the full replay's draw.
+    /// `draws` replays of the window (at least one), the first with the full replay's ties.
     pub fn replay(scenario: &Scenario, policy: Policy, settings: &WindowSettings, draws: u64) -> WindowDraws {
         let runs = (0..draws.max(1))
             .map(|d| replay_window(scenario, policy, &WindowSettings { tie_draw: d, ..settings.clone() }))
@@ -284,7 +287,9 @@ fn fill(world: &mut World) {
         job.phase = if placed > 0 { Phase::Running } else { Phase::Waiting };
         job.target = placed;
     }
-    // The fill ends as the controller starts; where the seconds fall in it is the draw's.
+    // The fill ends as the controller starts. Live, it ends 13-14 s before that (the test
+    // then waits for the service), a span replay does not model, so where the wall clock's
+    // seconds fall in the fill is a draw of its own, not the window's phase.
     let first_bind = now - clock - draw(world.cluster.tie_seed, "fill");
     for (id, at) in started {
         world.cluster.pods.get_mut(&id).expect("a worker just placed").ready_at = Some(first_bind + at);

@@ -12,6 +12,7 @@ fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
         ready: true,
         terminating_until: None,
         preempted: false,
+        started: None,
     }
 }
 
