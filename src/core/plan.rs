@@ -135,9 +135,10 @@ pub fn plan_jobs(
         }
     }
     for p in &mut pods {
-        // A node's newest workers go first, as kube-scheduler's preemption would take them: an
-        // online pod that preempts on the node then picks a worker already leaving, where
-        // releasing by name left a newer one running for it to kill (WorldCup98, session 33).
+        // Kept oldest first, so a node's newest workers are released: the ones kube-scheduler's
+        // preemption takes first. An online pod that preempts on the node then picks a worker
+        // already leaving, where releasing by name left a newer one running for it to kill
+        // (WorldCup98, session 33).
         p.bound.sort_by(|a, b| {
             let newest_last = |w: &Worker| (w.started.is_none(), w.started);
             a.node.cmp(&b.node).then_with(|| newest_last(a).cmp(&newest_last(b))).then_with(|| a.name.cmp(b.name))
