@@ -15,10 +15,12 @@ use colocate::live::translate::JobOverrides;
 use colocate::live::view::{snapshot, Inputs, JobSource, OnlineService};
 use colocate::live::watch::{Caches, WatchStats};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
+use support::cluster::eventually;
 use support::testbed::{node_manifest, Testbed};
 use tokio::sync::Notify;
 
@@ -50,19 +52,6 @@ fn master_status() -> Status {
     .unwrap()
 }
 
-/// Waits up to 30 s for kwok to give `ml/{name}` its `status.startTime`.
-fn wait_started(bed: &Testbed, name: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        let at = bed.kubectl_run(&["get", "pod", "-n", "ml", name, "-o", "jsonpath={.status.startTime}"]);
-        if !at.trim().is_empty() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflectors_feed_a_snapshot_the_core_acts_on() {
     let bed = tokio::task::spawn_blocking(Testbed::start).await.unwrap();
@@ -91,8 +80,13 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
     ] {
         if name == "wd-worker-2" {
             // `status.startTime` has whole seconds: start it in a later one than worker-3's.
-            assert!(wait_started(&bed, "wd-worker-3"), "kwok never started wd-worker-3");
-            std::thread::sleep(Duration::from_millis(1_100));
+            let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+            eventually(Duration::from_secs(30), "kwok to start wd-worker-3", || {
+                let pods = pods.clone();
+                async move { pods.get("wd-worker-3").await.ok()?.status?.start_time }
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(1_100)).await;
         }
         bed.kubectl_apply(&pod("ml", name, worker.clone(), node, cpu));
     }

@@ -41,10 +41,10 @@ pub enum Removal {
     /// request plus the grace period and stores in whole wall-clock seconds. So (0, 1] s after
     /// the grace period, and where in that second hangs on [`Cluster::wall_phase_s`]: every
     /// pod deleted in one wall-clock second is gone at the same instant. Live (WorldCup98,
-    /// `--v=5` runs of sessions 32 and 33) the 40 s sync's releases, deleted 0.20-0.26 s after it, were gone at
-    /// 71.04-71.14 s in a run whose wall seconds began 0.032 s after the window's, at
-    /// 70.77-70.89 s in one where they began 0.749 s after: as this rule has it (71.03, 70.75).
-    /// A fixed half second put them at 70.5 s in every draw.
+    /// `--v=5` runs of sessions 32 and 33) the 40 s sync's releases, deleted 0.20-0.26 s after
+    /// it, were gone at 71.04-71.14 s in a run whose wall seconds began 0.032 s after the
+    /// window's, at 70.77-70.89 s in one where they began 0.749 s after: as this rule has it
+    /// (71.03, 70.75). A fixed half second put them at 70.5 s in every draw.
     SecondAfterDeletionTimestamp,
 }
 
@@ -178,8 +178,9 @@ pub struct Cluster {
     /// [`SimPod::node`]; this is only the order.
     node_pods: Vec<Vec<PodId>>,
     /// Where kube-scheduler's choice is left to chance (nodes that rank alike for a preemption:
-    /// Go's map order) live runs differ from run to run. Replay draws those choices from the nodes' names and this number: 0 in a full
-    /// replay; a window replay plays several to show the spread. It also names the workers
+    /// Go's map order) live runs differ from run to run. Replay draws those choices from the
+    /// nodes' names and this number: 0 in a full replay; a window replay plays several to show
+    /// the spread. It also names the workers
     /// (random suffixes, as a ReplicaSet's).
     pub tie_seed: u64,
     /// When a pod deleted with a grace period is gone: at its end in a full replay; as the
@@ -302,16 +303,21 @@ impl Cluster {
         }
     }
 
+    /// The wall-clock second scenario time `t` falls in, numbered from the one time 0 falls in.
+    fn wall_second(&self, t: f64) -> f64 {
+        // A hair of slack: scenario times are sums of 0.1 s steps.
+        (t + self.wall_phase_s + 1e-9).floor()
+    }
+
     /// The start of the wall-clock second `t` falls in, in scenario time.
     fn wall_second_of(&self, t: f64) -> f64 {
-        // A hair of slack: scenario times are sums of 0.1 s steps.
-        (t + self.wall_phase_s + 1e-9).floor() - self.wall_phase_s
+        self.wall_second(t) - self.wall_phase_s
     }
 
     /// The wall-clock second a pod started (`status.startTime` has a resolution of one
-    /// second), numbered from the one scenario time 0 falls in.
+    /// second), numbered as [`Cluster::wall_second`] numbers them.
     pub fn started_s(&self, pod: &SimPod) -> i64 {
-        (pod.ready_at.unwrap_or(pod.created_at) + self.wall_phase_s + 1e-9).floor() as i64
+        self.wall_second(pod.ready_at.unwrap_or(pod.created_at)) as i64
     }
 
     /// A pod not yet leaving holds its node until `at`, or goes at once (`None`, or unbound).

@@ -159,9 +159,9 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
 }
 
 /// The same window replayed under several draws of the live run's chance (kube-scheduler's
-/// choices, the wall clock's phase: [`WindowSettings::tie_draw`] 0, 1, ...): live runs differ in those from run to run, so one
-/// draw is one sample of what the cluster might do, and the figures to set against live runs
-/// are the draws' medians and range.
+/// choices, the wall clock's phase: [`WindowSettings::tie_draw`] 0, 1, ...): live runs differ
+/// in those from run to run, so one draw is one sample of what the cluster might do, and the
+/// figures to set against live runs are the draws' medians and range.
 #[derive(Clone, Debug)]
 pub struct WindowDraws {
     pub runs: Vec<WindowFigures>,
