@@ -85,49 +85,83 @@ pub fn node(n: &KubeNode) -> Result<Node, TranslateError> {
     Ok(Node { name, allocatable, schedulable: !cordoned && ready })
 }
 
-/// What the scheduler reserves for a pod: the larger of the sum of its containers' requests
-/// and its largest init container's, plus the pod overhead. A container is counted as
-/// kube-scheduler v1.34 counts it while an in-place resize is under way
-/// ([`container_requests`]): a released worker resized down keeps its room until the kubelet
-/// reports the smaller allocation, and a plan that counted the new spec would hand out room
-/// the scheduler does not yet see.
+/// What the scheduler reserves for a pod, as kube-scheduler v1.34 counts it for a node
+/// (`component-helpers/resource/helpers.go`, `PodRequests` with status resources and pod-level
+/// resources, both on by default in 1.34):
+/// - the containers' requests, each as counted while an in-place resize is under way
+///   ([`container_requests`]): a released worker resized down keeps its room until the kubelet
+///   reports the smaller allocation, and a plan that counted the new spec would hand out room
+///   the scheduler does not yet see;
+/// - plus the restartable init containers (native sidecars, `restartPolicy: Always`), which run
+///   beside them;
+/// - or, where larger, what the pod needs while an init container runs: that container's
+///   requests plus every sidecar started before it;
+/// - with the pod-level requests (`spec.resources.requests`) in place of the above for CPU and
+///   memory where they are set;
+/// - plus the pod overhead.
+///
+/// Counting less than the scheduler does would hand online pods room that is not there: they
+/// would wait, or preempt workers, while colocate believes they fit.
 pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
     let object = || {
         format!("pod/{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
     };
     let Some(spec) = p.spec.as_ref() else { return Ok(Resources::ZERO) };
-    let statuses = p.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+    let status = p.status.as_ref();
+    let statuses = status.and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+    let init_statuses = status.and_then(|s| s.init_container_statuses.as_deref()).unwrap_or_default();
     let infeasible = resize_is_infeasible(p);
     let mut sum = Resources::ZERO;
     for c in &spec.containers {
         let status = statuses.iter().find(|s| s.name == c.name);
-        sum += container_requests(object, c, status, infeasible)?;
+        sum += container_requests(object, "containers", c, status, infeasible)?;
     }
-    // Init containers by spec: they have finished before a pod holds room that a resize
-    // would change (restartable sidecars are not resized by colocate's masters).
+    let mut sidecars = Resources::ZERO;
     let mut init_max = Resources::ZERO;
     for c in spec.init_containers.iter().flatten() {
-        let field = || format!("initContainers[{}].resources.requests", c.name);
-        init_max = init_max.max(resources(object, field, requests(c.resources.as_ref()))?);
+        if c.restart_policy.as_deref() == Some("Always") {
+            let status = init_statuses.iter().find(|s| s.name == c.name);
+            let own = container_requests(object, "initContainers", c, status, infeasible)?;
+            sum += own;
+            sidecars += own;
+            init_max = init_max.max(sidecars);
+        } else {
+            // A regular init container has finished before its pod holds room a resize changes.
+            let field = || format!("initContainers[{}].resources.requests", c.name);
+            init_max = init_max.max(resources(object, field, requests(c.resources.as_ref()))? + sidecars);
+        }
     }
-    Ok(sum.max(init_max) + resources(object, || "overhead".into(), spec.overhead.as_ref())?)
+    let mut total = sum.max(init_max);
+    if let Some(pod_level) = requests(spec.resources.as_ref()) {
+        let set = resources(object, || "resources.requests".into(), Some(pod_level))?;
+        if pod_level.contains_key("cpu") {
+            total.cpu_milli = set.cpu_milli;
+        }
+        if pod_level.contains_key("memory") {
+            total.memory_bytes = set.memory_bytes;
+        }
+    }
+    Ok(total + resources(object, || "overhead".into(), spec.overhead.as_ref())?)
 }
 
 /// One container's requests as the scheduler counts them (kubernetes v1.34
 /// `component-helpers/resource/helpers.go`, `determineContainerReqs`): once the kubelet reports
 /// the container's resources, the largest of the spec, the reported and the allocated
 /// requests; the spec alone before that; the reported and allocated only when the kubelet
-/// called the resize infeasible (it will never happen).
+/// called the resize infeasible (it will never happen). `list` is the spec's list the
+/// container is in (`containers`, or `initContainers` for a sidecar), for errors.
 fn container_requests(
     object: impl Fn() -> String + Copy,
+    list: &str,
     c: &Container,
     status: Option<&ContainerStatus>,
     infeasible: bool,
 ) -> Result<Resources, TranslateError> {
     let desired =
-        resources(object, || format!("containers[{}].resources.requests", c.name), requests(c.resources.as_ref()))?;
+        resources(object, || format!("{list}[{}].resources.requests", c.name), requests(c.resources.as_ref()))?;
     let Some(reported) = status.and_then(|s| s.resources.as_ref()) else { return Ok(desired) };
-    let status_field = |what: &str| format!("status.containerStatuses[{}].{what}", c.name);
+    let statuses = if list == "initContainers" { "initContainerStatuses" } else { "containerStatuses" };
+    let status_field = |what: &str| format!("status.{statuses}[{}].{what}", c.name);
     let actual = resources(object, || status_field("resources.requests"), reported.requests.as_ref())?;
     let allocated =
         resources(object, || status_field("allocatedResources"), status.and_then(|s| s.allocated_resources.as_ref()))?;
@@ -361,6 +395,62 @@ mod tests {
         }));
         // CPU: max(0.75, 2) + 0.1; memory: max(1Gi, 512Mi).
         assert_eq!(pod_requests(&p).unwrap(), Resources::new(2_100, 1 << 30, 0));
+    }
+
+    #[test]
+    fn pod_requests_count_native_sidecars_beside_the_containers_and_before_later_init_containers() {
+        // kube-scheduler's sum: containers 2 + sidecars 1 + 1 = 4 CPUs; while `migrate` runs,
+        // 5 + the one sidecar started before it = 6, the larger. Counting sidecars as init
+        // containers (the largest alone, 5) would count a CPU less than the scheduler.
+        let p: KubePod = from(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "containers": [{"name": "main", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}],
+                "initContainers": [
+                    {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}},
+                    {"name": "migrate", "resources": {"requests": {"cpu": "5"}}},
+                    {"name": "log", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+                ]
+            }
+        }));
+        // Memory: the containers' 1Gi and the sidecar's 2Gi run together.
+        assert_eq!(pod_requests(&p).unwrap(), Resources::new(6_000, 3 << 30, 0));
+        // A sidecar resized down holds its room until the kubelet reports it, as a container.
+        let mut resized = p.clone();
+        let spec = resized.spec.as_mut().unwrap();
+        spec.init_containers.as_mut().unwrap().remove(1);
+        spec.init_containers.as_mut().unwrap()[1].resources = Some(from(json!({"requests": {"cpu": "1m"}})));
+        resized.status = Some(from(json!({"initContainerStatuses": [{
+            "name": "log", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+            "resources": {"requests": {"cpu": "1"}}, "allocatedResources": {"cpu": "1"}
+        }]})));
+        assert_eq!(pod_requests(&resized).unwrap(), Resources::new(4_000, 3 << 30, 0));
+        // A bad quantity in a sidecar's status names its list.
+        resized.status = Some(from(json!({"initContainerStatuses": [{
+            "name": "log", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+            "resources": {"requests": {"cpu": "one"}}
+        }]})));
+        let err = pod_requests(&resized).unwrap_err().to_string();
+        assert!(err.contains("status.initContainerStatuses[log].resources.requests.cpu"), "{err}");
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_containers_where_they_are_set() {
+        // PodLevelResources (beta, on by default in 1.34): the pod asks 3 CPUs, its container
+        // 1; memory is not set at pod level, so the container's counts. Overhead comes on top.
+        let p: KubePod = from(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "resources": {"requests": {"cpu": "3"}},
+                "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+                "overhead": {"cpu": "100m"}
+            }
+        }));
+        assert_eq!(pod_requests(&p).unwrap(), Resources::new(3_100, 1 << 30, 0));
+        let mut bad = p.clone();
+        bad.spec.as_mut().unwrap().resources = Some(from(json!({"requests": {"memory": "lots"}})));
+        let err = pod_requests(&bad).unwrap_err().to_string();
+        assert!(err.contains("pod/ns/p: resources.requests.memory `lots`"), "{err}");
     }
 
     #[test]
