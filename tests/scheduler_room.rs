@@ -1,7 +1,8 @@
 //! colocate counts a node's room as kube-scheduler does, on the real scheduler of the test bed
 //! (v1.34): native sidecars run beside the containers and add to what an init container after
-//! them needs, and pod-level requests (PodLevelResources, on by default in 1.34) replace the
-//! containers'. Were colocate to count less, it would hand online pods room that the scheduler
+//! them needs, pod-level requests (PodLevelResources, on by default in 1.34) replace the
+//! containers', and a container resized down holds what its status reports until the kubelet
+//! reports the decrease. Were colocate to count less, it would hand online pods room that the scheduler
 //! does not see: they would wait, or preempt workers, while colocate believed they fit.
 //!
 //! The check asks the scheduler itself: a pod asking exactly the room colocate sees binds, and
@@ -15,7 +16,7 @@ use colocate::core::Resources;
 use colocate::live::view::{snapshot, Inputs};
 use colocate::live::watch::{Caches, WatchStats};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
 use support::cluster::{client, eventually};
@@ -58,25 +59,42 @@ async fn unschedulable(pods: &Api<Pod>, name: &str) -> Option<()> {
         .then_some(())
 }
 
-/// The node's allocatable less the requests of the pods colocate's view has on it, once it has
-/// both of the test's pods there.
-fn free_room(caches: &Caches) -> Option<Resources> {
+/// The node's allocatable less the requests of the pods colocate's view has bound to it, once
+/// the view has seen `marker` (created last: the watch delivers changes in order, so the view
+/// has every earlier one too).
+fn free_room(caches: &Caches, marker: &str) -> Option<Resources> {
     let hpas = caches.hpas.state();
     let inputs = Inputs { now: Duration::from_secs(1_000), hpas: &hpas, services: &[], jobs: &[] };
     let mut state = caches.state();
     let (snap, problems) = snapshot(&mut state, &inputs);
     assert!(problems.is_empty(), "{problems:?}");
-    let on_node: Vec<_> = snap.pods.iter().filter(|p| p.node.as_deref() == Some(NODE)).collect();
+    snap.pods.iter().find(|p| p.name == format!("default/{marker}"))?;
     let node = snap.nodes.iter().find(|n| n.name == NODE)?;
-    (on_node.len() == 2).then(|| node.allocatable - on_node.iter().map(|p| p.requests).sum::<Resources>())
+    let held: Resources = snap.pods.iter().filter(|p| p.node.as_deref() == Some(NODE)).map(|p| p.requests).sum();
+    Some(node.allocatable - held)
+}
+
+/// Writes the container status a kubelet reports for a running container of `cpu` requests
+/// (the test bed's fast kwok stage reports none, and the API server refuses a resize without).
+async fn report_resources(pods: &Api<Pod>, name: &str, cpu: &str) {
+    let status = json!({"status": {"containerStatuses": [{
+        "name": "main", "image": "registry.invalid/fake", "imageID": "", "ready": true, "restartCount": 0,
+        "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+        "allocatedResources": {"cpu": cpu, "memory": "1Gi"}
+    }]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("patch container status");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn colocate_counts_a_nodes_room_as_kube_scheduler_does() {
     let bed = tokio::task::spawn_blocking(Testbed::start).await.unwrap();
     let client = client(&bed).await;
-    bed.kubectl_apply(&node_manifest(NODE, "6", "32Gi"));
+    bed.kubectl_apply(&node_manifest(NODE, "10", "32Gi"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let changed = std::sync::Arc::new(Notify::new());
+    let (caches, drivers) = Caches::new(client.clone(), changed, std::sync::Arc::new(WatchStats::default()));
+    let tasks: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
+    tokio::time::timeout(Duration::from_secs(30), caches.wait_until_ready()).await.expect("caches sync").unwrap();
 
     // Pod-level requests: 2 CPUs for the pod, 500m in its container. kube-scheduler counts 2.
     let pod_level =
@@ -92,33 +110,44 @@ async fn colocate_counts_a_nodes_room_as_kube_scheduler_does() {
             "containers": [container("main", "500m")]
         }),
     );
-    for p in [&pod_level, &sidecar] {
+    // A 4-CPU container resized down to 1 that no kubelet actuates: kube-scheduler counts the
+    // 4 its status reports.
+    let resizing = pod("resizing", json!({"containers": [container("main", "4")]}));
+    for p in [&pod_level, &sidecar, &resizing] {
         pods.create(&PostParams::default(), p).await.expect("create pod");
     }
-    for name in ["pod-level", "sidecar"] {
+    for name in ["pod-level", "sidecar", "resizing"] {
         let node =
             eventually(Duration::from_secs(60), &format!("the scheduler to bind {name}"), || node_of(&pods, name))
                 .await;
         assert_eq!(node, NODE);
     }
+    eventually(Duration::from_secs(60), "kwok to start resizing", || async {
+        pods.get("resizing").await.ok()?.status?.start_time
+    })
+    .await;
+    report_resources(&pods, "resizing", "4").await;
+    let down =
+        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}});
+    pods.patch_subresource("resize", "resizing", &PatchParams::default(), &Patch::Strategic(&down))
+        .await
+        .expect("resize down");
 
-    // What colocate's live view makes of the node.
-    let changed = std::sync::Arc::new(Notify::new());
-    let (caches, drivers) = Caches::new(client.clone(), changed, std::sync::Arc::new(WatchStats::default()));
-    let tasks: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
-    tokio::time::timeout(Duration::from_secs(30), caches.wait_until_ready()).await.expect("caches sync").unwrap();
-    let free =
-        eventually(Duration::from_secs(30), "both pods in colocate's view", || std::future::ready(free_room(&caches)))
-            .await;
+    // What colocate's live view makes of the node, once it has seen the resize: 10 - 2 - 3 - 4 =
+    // 1 CPU. Counted as before this test (the container alone, the largest init container
+    // alone, the resized spec, no container statuses kept), 5.5.
+    let marker = probe("probe-over", 1_001);
+    pods.create(&PostParams::default(), &marker).await.expect("create probe");
+    let free = eventually(Duration::from_secs(30), "probe-over in colocate's view", || {
+        std::future::ready(free_room(&caches, "probe-over"))
+    })
+    .await;
     for t in tasks {
         t.abort();
     }
-    // 6 - 2 - 3 = 1 CPU; the old count (the container alone, the largest init container alone)
-    // saw 3.5.
     assert_eq!(free.cpu_milli, 1_000, "colocate's free room on {NODE}: {free}");
 
     // The scheduler agrees: a millicore more does not fit, the room itself does.
-    pods.create(&PostParams::default(), &probe("probe-over", free.cpu_milli + 1)).await.expect("create probe");
     eventually(Duration::from_secs(60), "the scheduler to call probe-over unschedulable", || {
         unschedulable(&pods, "probe-over")
     })

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::{future, StreamExt};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod, ResourceRequirements, Service};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -222,7 +222,8 @@ fn strip_node(n: &mut Node) {
 }
 
 /// Keeps what classification and capacity need: labels, node, phase, Ready, deletion, and
-/// per container only its name and resource requests. Master Pods also keep their annotations
+/// per container only its name, restart policy and resource requests (with the requests and
+/// allocation its status reports), and the pod-level requests. Master Pods also keep their annotations
 /// (job overrides) and container ports (the port named `master`).
 fn strip_pod(p: &mut Pod) {
     p.managed_fields_mut().clear();
@@ -255,12 +256,26 @@ fn strip_pod(p: &mut Pod) {
         }
     }
     if let Some(s) = p.status.as_mut() {
-        s.container_statuses = None;
-        s.init_container_statuses = None;
+        // A container's reported resources stay: kube-scheduler counts a container mid-resize at
+        // the larger of its spec and what its status reports (`translate::pod_requests`).
+        for c in s.container_statuses.iter_mut().flatten().chain(s.init_container_statuses.iter_mut().flatten()) {
+            strip_container_status(c);
+        }
         s.pod_ips = None;
         s.host_ips = None;
         s.message = None;
     }
+}
+
+/// Keeps a container status' name and the resources it reports (requests and allocated).
+fn strip_container_status(c: &mut ContainerStatus) {
+    let reported = c.resources.take().map(|r| ResourceRequirements { requests: r.requests, ..Default::default() });
+    *c = ContainerStatus {
+        name: std::mem::take(&mut c.name),
+        resources: reported,
+        allocated_resources: c.allocated_resources.take(),
+        ..Default::default()
+    };
 }
 
 /// Master Services keep their annotations (job overrides) and ports.
@@ -268,4 +283,41 @@ fn strip_service(s: &mut Service) {
     s.managed_fields_mut().clear();
     s.metadata.owner_references = None;
     s.status = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::translate::pod_requests;
+
+    #[test]
+    fn a_stripped_pod_keeps_what_its_requests_are_counted_from() {
+        // Mid-resize (spec 1m, status still 2 CPUs), with a sidecar and pod-level memory.
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w", "namespace": "ml", "annotations": {"a": "b"}},
+            "spec": {
+                "resources": {"requests": {"memory": "8Gi"}},
+                "initContainers": [{"name": "proxy", "image": "p", "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}}],
+                "containers": [{"name": "w", "image": "w", "env": [{"name": "X", "value": "1"}],
+                    "resources": {"requests": {"cpu": "1m", "memory": "1Gi"}}}]
+            },
+            "status": {
+                "containerStatuses": [{"name": "w", "image": "w", "imageID": "sha", "ready": true, "restartCount": 3,
+                    "state": {"running": {"startedAt": "2026-11-28T00:00:00Z"}},
+                    "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "4"}},
+                    "allocatedResources": {"cpu": "2", "memory": "1Gi"}}],
+                "initContainerStatuses": [{"name": "proxy", "image": "p", "imageID": "sha", "ready": true,
+                    "restartCount": 0, "resources": {"requests": {"cpu": "500m"}}}]
+            }
+        }))
+        .unwrap();
+        let before = pod_requests(&pod).unwrap();
+        assert_eq!(before, crate::core::Resources::new(2_500, 8 << 30, 0));
+        strip_pod(&mut pod);
+        assert_eq!(pod_requests(&pod).unwrap(), before);
+        let status = &pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
+        assert_eq!((status.image.as_str(), status.state.is_none()), ("", true), "{status:?}");
+        assert!(status.resources.as_ref().unwrap().limits.is_none());
+    }
 }
