@@ -17,19 +17,11 @@ use colocate::live::watch::{Caches, WatchStats};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client};
+use kube::Api;
 use serde_json::json;
-use support::cluster::eventually;
+use support::cluster::{client, eventually};
 use support::testbed::{node_manifest, Testbed};
 use tokio::sync::Notify;
-
-async fn client(bed: &Testbed) -> Client {
-    let kubeconfig = Kubeconfig::read_from(&bed.kubeconfig).expect("readable kubeconfig");
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig");
-    Client::try_from(config).expect("client")
-}
 
 fn pod(ns: &str, name: &str, labels: serde_json::Value, node: &str, cpu: &str) -> serde_json::Value {
     json!({

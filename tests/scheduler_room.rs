@@ -2,8 +2,9 @@
 //! (v1.34): native sidecars run beside the containers and add to what an init container after
 //! them needs, pod-level requests (PodLevelResources, on by default in 1.34) replace the
 //! containers', and a container resized down holds what its status reports until the kubelet
-//! reports the decrease. Were colocate to count less, it would hand online pods room that the scheduler
-//! does not see: they would wait, or preempt workers, while colocate believed they fit.
+//! reports the decrease. Were colocate to count less, it would hand online pods room that the
+//! scheduler does not see: they would wait, or preempt workers, while colocate believed they
+//! fit.
 //!
 //! The check asks the scheduler itself: a pod asking exactly the room colocate sees binds, and
 //! one asking a millicore more stays Unschedulable.
@@ -135,7 +136,7 @@ async fn colocate_counts_a_nodes_room_as_kube_scheduler_does() {
 
     // What colocate's live view makes of the node, once it has seen the resize: 10 - 2 - 3 - 4 =
     // 1 CPU. Counted as before this test (the container alone, the largest init container
-    // alone, the resized spec, no container statuses kept), 5.5.
+    // alone, the resized spec, no container statuses kept), 6.5.
     let marker = probe("probe-over", 1_001);
     pods.create(&PostParams::default(), &marker).await.expect("create probe");
     let free = eventually(Duration::from_secs(30), "probe-over in colocate's view", || {

@@ -114,14 +114,14 @@ pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
     let mut sum = Resources::ZERO;
     for c in &spec.containers {
         let status = statuses.iter().find(|s| s.name == c.name);
-        sum += container_requests(object, "containers", c, status, infeasible)?;
+        sum += container_requests(object, ContainerList::CONTAINERS, c, status, infeasible)?;
     }
     let mut sidecars = Resources::ZERO;
     let mut init_max = Resources::ZERO;
     for c in spec.init_containers.iter().flatten() {
         if c.restart_policy.as_deref() == Some("Always") {
             let status = init_statuses.iter().find(|s| s.name == c.name);
-            let own = container_requests(object, "initContainers", c, status, infeasible)?;
+            let own = container_requests(object, ContainerList::SIDECARS, c, status, infeasible)?;
             sum += own;
             sidecars += own;
             init_max = init_max.max(sidecars);
@@ -148,25 +148,37 @@ pub fn pod_requests(p: &KubePod) -> Result<Resources, TranslateError> {
 /// `component-helpers/resource/helpers.go`, `determineContainerReqs`): once the kubelet reports
 /// the container's resources, the largest of the spec, the reported and the allocated
 /// requests; the spec alone before that; the reported and allocated only when the kubelet
-/// called the resize infeasible (it will never happen). `list` is the spec's list the
-/// container is in (`containers`, or `initContainers` for a sidecar), for errors.
+/// called the resize infeasible (it will never happen).
 fn container_requests(
     object: impl Fn() -> String + Copy,
-    list: &str,
+    list: ContainerList,
     c: &Container,
     status: Option<&ContainerStatus>,
     infeasible: bool,
 ) -> Result<Resources, TranslateError> {
     let desired =
-        resources(object, || format!("{list}[{}].resources.requests", c.name), requests(c.resources.as_ref()))?;
+        resources(object, || format!("{}[{}].resources.requests", list.spec, c.name), requests(c.resources.as_ref()))?;
     let Some(reported) = status.and_then(|s| s.resources.as_ref()) else { return Ok(desired) };
-    let statuses = if list == "initContainers" { "initContainerStatuses" } else { "containerStatuses" };
-    let status_field = |what: &str| format!("status.{statuses}[{}].{what}", c.name);
+    let status_field = |what: &str| format!("status.{}[{}].{what}", list.status, c.name);
     let actual = resources(object, || status_field("resources.requests"), reported.requests.as_ref())?;
     let allocated =
         resources(object, || status_field("allocatedResources"), status.and_then(|s| s.allocated_resources.as_ref()))?;
     let held = actual.max(allocated);
     Ok(if infeasible { held } else { held.max(desired) })
+}
+
+/// Which of a pod's container lists a container is in, by the names of its spec and status
+/// fields (for errors).
+#[derive(Clone, Copy)]
+struct ContainerList {
+    spec: &'static str,
+    status: &'static str,
+}
+
+impl ContainerList {
+    const CONTAINERS: ContainerList = ContainerList { spec: "containers", status: "containerStatuses" };
+    /// Native sidecars (restartable init containers), the only ones counted with their status.
+    const SIDECARS: ContainerList = ContainerList { spec: "initContainers", status: "initContainerStatuses" };
 }
 
 /// The kubelet's verdict that a pending resize cannot fit its node (condition PodResizePending,

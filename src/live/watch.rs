@@ -221,10 +221,10 @@ fn strip_node(n: &mut Node) {
     }
 }
 
-/// Keeps what classification and capacity need: labels, node, phase, Ready, deletion, and
-/// per container only its name, restart policy and resource requests (with the requests and
-/// allocation its status reports), and the pod-level requests. Master Pods also keep their annotations
-/// (job overrides) and container ports (the port named `master`).
+/// Keeps what classification and capacity need: labels, node, phase, Ready, deletion, the
+/// pod-level requests, and per container only its name, restart policy and resource requests
+/// (with the requests and allocation its status reports). Master Pods also keep their
+/// annotations (job overrides) and container ports (the port named `master`).
 fn strip_pod(p: &mut Pod) {
     p.managed_fields_mut().clear();
     let is_master = p.labels().get(MASTER_LABEL).is_some_and(|v| v == "true");
