@@ -112,6 +112,7 @@ impl Actuator {
     ) {
         let moved_at = |job: &str| self.poller.moved_at(job);
         for command in ledger.plan(actuation, Instant::now(), self.config.release_deadline, &moved_at) {
+            self.poller.sending(&command.key, command.target);
             let shrink = command.shrink();
             let release: Vec<String> =
                 if shrink { command.intent.release_pods.iter().map(|p| bare(p)).collect() } else { vec![] };
@@ -138,7 +139,10 @@ impl Actuator {
         let result = match result {
             Ok(answer) => answer,
             // Not sent: nothing failed, and the next leader decides afresh.
-            Err(Dropped::NotLeader) => return ledger.finish(&command, Outcome::NotSent, now, self.config.max_backoff),
+            Err(Dropped::NotLeader) => {
+                self.poller.not_taken(&command.key);
+                return ledger.finish(&command, Outcome::NotSent, now, self.config.max_backoff);
+            }
             // Abandoned mid-way: the master may or may not have applied it, as after a timeout.
             Err(Dropped::OutlastedLease(timeout)) => Err(MasterError::Timeout { attempts: 0, timeout }),
         };
@@ -149,10 +153,11 @@ impl Actuator {
             Err(MasterError::OutOfBounds { .. }) => Outcome::Refused,
             Err(_) => Outcome::Failed,
         };
-        // The cached status takes the acceptance in first: a decision made from now on starts
-        // from the new target.
-        if let Ok(answer) = &result {
-            self.poller.accepted(&command.key, answer);
+        // The cached status takes the answer in first: a decision made from now on starts from
+        // the accepted target, or from the master's own again when it did not take the command.
+        match &result {
+            Ok(answer) => self.poller.accepted(&command.key, answer),
+            Err(_) => self.poller.not_taken(&command.key),
         }
         ledger.finish(&command, outcome, Instant::now(), self.config.max_backoff);
         match result {

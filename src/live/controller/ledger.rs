@@ -104,7 +104,8 @@ impl Ledger {
     /// Takes the latest decision in: forgets jobs no longer discovered (unless a command is in
     /// flight) and returns the commands to send now, marking them in flight and starting a
     /// shrink's deadline. `moved_at` says when a job's status last changed target or generation
-    /// (the poller's record); a decision made from a status that has moved since is stale.
+    /// (the poller's record); a decision made from a status that has moved since is stale, for
+    /// every job it names.
     pub fn plan(
         &mut self,
         actuation: &Actuation,
@@ -113,6 +114,15 @@ impl Ledger {
         moved_at: &dyn Fn(&str) -> Option<std::time::Instant>,
     ) -> Vec<Command> {
         self.jobs.retain(|k, s| actuation.jobs.contains_key(k) || s.in_flight);
+        // A decision is one plan for all jobs: made from a status that has moved since (a
+        // command sent or answered, a poll), it started from a target the job has left (say 28
+        // while the master already moved to 20). Its intent for that job is wrong (a rise to 22
+        // would pass for a shrink and skip the growth damping), and so are its intents for the
+        // others: the room that job is giving would be asked of another job too. The move
+        // wakes the decision loop for a fresh one.
+        if actuation.jobs.iter().any(|(key, bounded)| moved_at(key) != bounded.moved_at) {
+            return Vec::new();
+        }
         for (key, bounded) in &actuation.jobs {
             let intent = actuation.intents.iter().find(|i| i.job == *key);
             let wanted = intent.map_or(bounded.target, |i| clamp(i.target, bounded));
@@ -126,13 +136,7 @@ impl Ledger {
             // below `min` anyway.
             let target = clamp(intent.target, bounded);
             let already = state.accepted.is_some_and(|(t, g)| t == target && bounded.generation <= g);
-            // A decision made from a status that has moved since (an accepted command, a poll)
-            // started from a target the job has left (say 28 while the master already moved to
-            // 20): a rise to 22 would pass for a shrink and skip the growth damping. The move
-            // wakes the decision loop for a fresh one.
-            let stale = moved_at(&intent.job) != bounded.moved_at;
             if state.in_flight
-                || stale
                 || already
                 || state.refused == Some(target)
                 || state.retry_at.is_some_and(|t| t > now)
@@ -388,5 +392,22 @@ mod tests {
         ledger.finish(&sent[0], Outcome::Accepted { target: 5, generation: 2 }, t0, BACKOFF);
         ledger.plan(&Actuation::default(), t0, DEADLINE, &none);
         assert_eq!(ledger.next_due(), None, "forgotten with its deadline");
+    }
+
+    #[test]
+    fn a_decision_made_before_any_of_its_jobs_moved_is_skipped_for_all_of_them() {
+        // Job a was sent a shrink after this decision was made (its status moved at `sent`);
+        // the decision, made from a's old target, asks b for room a is already giving.
+        let (mut ledger, t0) = (Ledger::default(), Instant::now());
+        let sent = std::time::Instant::now();
+        let mut decision = ask(7, 6, 1);
+        decision.intents.push(intent("b", 6, 3));
+        decision.jobs.insert("ml/b".into(), bounded("b", 6, 1));
+        let moved = |job: &str| (job == "ml/a").then_some(sent);
+        assert!(ledger.plan(&decision, t0, DEADLINE, &moved).is_empty());
+        assert_eq!(ledger.next_due(), None, "no shrink is owed by a skipped decision");
+        // Made since: both go.
+        decision.jobs.get_mut("ml/a").unwrap().moved_at = Some(sent);
+        assert_eq!(targets(&ledger.plan(&decision, t0, DEADLINE, &moved)), [6, 3]);
     }
 }

@@ -29,7 +29,11 @@ struct Entry {
     /// When an accepted command last updated `status`: a poll sent before then answered with
     /// the state before the command and must not undo it.
     accepted_at: Option<Instant>,
-    /// When the status' target or generation last changed, by a poll or an accepted command.
+    /// The target of a command sent and not yet answered: decisions plan from it, so one made
+    /// meanwhile does not ask another job for the room this one is already giving.
+    sent: Option<u32>,
+    /// When the target decisions read or the generation last changed: by a poll, a command
+    /// sent, answered or not taken.
     moved_at: Option<Instant>,
 }
 
@@ -106,7 +110,15 @@ impl Poller {
             let key = job.key();
             let entry = entries.entry(key.clone()).or_insert_with(|| {
                 self.metrics.job_discovered(&key);
-                Entry { job: job.clone(), status: None, at: None, error: None, accepted_at: None, moved_at: None }
+                Entry {
+                    job: job.clone(),
+                    status: None,
+                    at: None,
+                    error: None,
+                    accepted_at: None,
+                    sent: None,
+                    moved_at: None,
+                }
             });
             entry.job = job.clone();
             self.metrics.set_master_up(&key, result.is_ok());
@@ -155,8 +167,13 @@ impl Poller {
             .iter()
             .map(|(k, e)| {
                 let fresh = e.at.is_some_and(|at| now.duration_since(at) <= self.stale_after);
-                let polled =
-                    Polled { job: e.job.clone(), status: e.status.clone().filter(|_| fresh), moved_at: e.moved_at };
+                let status = e.status.clone().filter(|_| fresh).map(|mut status| {
+                    if let Some(target) = e.sent {
+                        rescaling_to(&mut status, target);
+                    }
+                    status
+                });
+                let polled = Polled { job: e.job.clone(), status, moved_at: e.moved_at };
                 (k.clone(), polled)
             })
             .collect();
@@ -169,29 +186,64 @@ impl Poller {
         self.lock().entries.get(job).and_then(|e| e.moved_at)
     }
 
+    /// Takes a command being sent into the known status: decisions from now on plan from its
+    /// target until the master answers. A decision made meanwhile from the old target would
+    /// find the room this job is giving still held, and ask another job for it too.
+    pub fn sending(&self, job: &str, target: u32) {
+        let mut book = self.lock();
+        let Some(entry) = book.entries.get_mut(job) else { return };
+        entry.sent = Some(target);
+        entry.moved_at = Some(Instant::now());
+        drop(book);
+        self.changed.notify_one();
+    }
+
+    /// A command sent for `job` was not taken (failed, refused, or kept in by the lease gate):
+    /// decisions plan from the master's own target again.
+    pub fn not_taken(&self, job: &str) {
+        let mut book = self.lock();
+        let Some(entry) = book.entries.get_mut(job) else { return };
+        if entry.sent.take().is_some() {
+            entry.moved_at = Some(Instant::now());
+            drop(book);
+            self.changed.notify_one();
+        }
+    }
+
     /// Takes an accepted command into the known status at once, so the next decision does not
     /// ask for the same change again before the next poll.
     pub fn accepted(&self, job: &str, answer: &ScaleAccepted) {
         let mut book = self.lock();
         let Some(entry) = book.entries.get_mut(job) else { return };
+        let sent = entry.sent.take();
         let Some(status) = entry.status.as_mut() else { return };
-        if answer.generation >= status.generation && status.workers.target != answer.accepted_target {
+        // What decisions read until now: the sent target, else the status'.
+        let seen = sent.unwrap_or(status.workers.target);
+        let newer = answer.generation >= status.generation && status.workers.target != answer.accepted_target;
+        if newer {
             entry.accepted_at = Some(Instant::now());
-            entry.moved_at = entry.accepted_at;
-            status.workers.target = answer.accepted_target;
             status.generation = answer.generation;
-            if !matches!(status.phase, Phase::Completed | Phase::Failed) {
-                status.phase = Phase::Rescaling;
-            }
+            rescaling_to(status, answer.accepted_target);
+        }
+        if newer || seen != status.workers.target {
+            entry.moved_at = Some(Instant::now());
             drop(book);
-            // Decisions made while the command was in flight started from the old target; the
-            // actuator skips them, so decide again from the new one.
+            // Decisions made while the command was in flight started from a target the job
+            // has left; the actuator skips them, so decide again from the new one.
             self.changed.notify_one();
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The status of a job asked for `target`: rescaling to it unless it has ended.
+fn rescaling_to(status: &mut Status, target: u32) {
+    status.workers.target = target;
+    if !matches!(status.phase, Phase::Completed | Phase::Failed) {
+        status.phase = Phase::Rescaling;
     }
 }
 
@@ -245,9 +297,7 @@ mod tests {
         .unwrap()
     }
 
-    #[tokio::test]
-    async fn a_status_moves_when_its_target_or_generation_changes_by_a_poll_or_an_acceptance() {
-        let master = Arc::new(Scripted(Mutex::new(status(8, 1))));
+    fn job_of(master: Arc<Scripted>) -> DiscoveredJob {
         let object = JobObject {
             api_version: "v1".into(),
             kind: "Service".into(),
@@ -255,16 +305,30 @@ mod tests {
             name: "a".into(),
             uid: None,
         };
-        let job = DiscoveredJob {
+        DiscoveredJob {
             namespace: "ml".into(),
             name: "a".into(),
             object,
-            endpoint: master.clone(),
+            endpoint: master,
             overrides: Default::default(),
-        };
+        }
+    }
+
+    fn poller() -> Poller {
         let changed = Arc::new(Notify::new());
-        let poller = Poller::new(Duration::from_secs(1), Duration::from_secs(60), Arc::new(Metrics::new()), changed);
-        let jobs = vec![job];
+        Poller::new(Duration::from_secs(1), Duration::from_secs(60), Arc::new(Metrics::new()), changed)
+    }
+
+    fn target_seen(poller: &Poller) -> (u32, Phase) {
+        let status = poller.known().jobs["ml/a"].status.clone().unwrap();
+        (status.workers.target, status.phase)
+    }
+
+    #[tokio::test]
+    async fn a_status_moves_when_its_target_or_generation_changes_by_a_poll_or_an_acceptance() {
+        let master = Arc::new(Scripted(Mutex::new(status(8, 1))));
+        let poller = poller();
+        let jobs = vec![job_of(master.clone())];
         poller.poll(jobs.clone(), vec![]).await;
         let first = poller.moved_at("ml/a").expect("the first status is a move");
         // The same status again (throughput aside): no move.
@@ -286,5 +350,40 @@ mod tests {
         *master.0.lock().unwrap() = status(4, 3);
         poller.poll(jobs.clone(), vec![]).await;
         assert_eq!(poller.moved_at("ml/a"), Some(accepted), "the master caught up: no move");
+    }
+
+    #[tokio::test]
+    async fn decisions_plan_from_a_command_in_flight_until_the_master_answers() {
+        let master = Arc::new(Scripted(Mutex::new(status(7, 1))));
+        let poller = poller();
+        let jobs = vec![job_of(master.clone())];
+        poller.poll(jobs.clone(), vec![]).await;
+        let polled = poller.moved_at("ml/a").unwrap();
+        // A shrink to 3 is sent: decisions read 3 at once (another job is not asked for the
+        // room this one is giving), and one made before reads as stale.
+        poller.sending("ml/a", 3);
+        let sent = poller.moved_at("ml/a").unwrap();
+        assert!(sent > polled);
+        assert_eq!(target_seen(&poller), (3, Phase::Rescaling));
+        // A poll answered before the master took it changes nothing.
+        poller.poll(jobs.clone(), vec![]).await;
+        assert_eq!((target_seen(&poller).0, poller.moved_at("ml/a")), (3, Some(sent)));
+        // Accepted as sent: the target decisions read stays, the generation is new (a move).
+        poller.accepted("ml/a", &ScaleAccepted { accepted_target: 3, generation: 2 });
+        assert_eq!(target_seen(&poller).0, 3);
+        let accepted = poller.moved_at("ml/a").unwrap();
+        assert!(accepted > sent);
+        // A command the master did not take: back to the master's own target, a move.
+        poller.sending("ml/a", 2);
+        assert_eq!(target_seen(&poller).0, 2);
+        poller.not_taken("ml/a");
+        assert_eq!(target_seen(&poller).0, 3);
+        assert!(poller.moved_at("ml/a").unwrap() > accepted);
+        // Accepted at another target than was sent (a master that clamps): a move.
+        poller.sending("ml/a", 1);
+        let clamped = poller.moved_at("ml/a").unwrap();
+        poller.accepted("ml/a", &ScaleAccepted { accepted_target: 2, generation: 3 });
+        assert_eq!(target_seen(&poller).0, 2);
+        assert!(poller.moved_at("ml/a").unwrap() > clamped);
     }
 }
