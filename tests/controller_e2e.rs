@@ -21,6 +21,7 @@ use support::certs::Ca;
 use support::cluster::{
     self, deployment_replicas, eventually, pod_counts, set_hpa, Announce, Behaviour, Controller, ElasticJob, WorkerPod,
 };
+use support::pod_recorder::{PodRecorder, Role};
 use support::process::write;
 use support::testbed::Testbed;
 
@@ -91,11 +92,7 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     .await;
     eprintln!("jobs filled the cluster: {filled} workers running");
     // The spike comes to a cluster at rest, as this test means it to: the workers just started
-    // are still being counted in (their masters' statuses, the decisions they wake). A spike
-    // 0.1 s after a grow made two CI runs shrink both jobs: a decision made while the first
-    // shrink was in flight (fixed since), and a replacement the ReplicaSet created for a worker
-    // the master deleted before the Deployment controller lowered its count, bound in the room
-    // kept for NGINX. Both are real races, but not what this test checks.
+    // are still being counted in (their masters' statuses, the decisions they wake).
     let filled = eventually(Duration::from_secs(30), "the jobs' workers to stay the same for 2 s", || {
         let client = client.clone();
         async move {
@@ -109,6 +106,7 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
 
     // The spike: the HPA decides 6 replicas; 2 s later the Deployment follows (a head start the
     // real HPA controller does not give; see the module comment).
+    let recorder = PodRecorder::start(client.clone()).await;
     let spike = Instant::now();
     set_hpa(&client, 2, 6).await;
     let shrunk = eventually(Duration::from_secs(10), "a shrink command", || {
@@ -136,21 +134,42 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     // The room comes from one job, not a worker or two from each: every job that loses a
     // worker pauses to rescale (core/fewest_jobs.rs). Both jobs have workers on both nodes
     // above their floor of 1, so one of them can give all four. And no more than four: a
-    // plan made while the named workers were still bound used to name two more.
+    // plan made while the named workers were still bound used to name two more, and one made
+    // while the first shrink was in flight asked the other job for the same room (session 35).
+    //
+    // One more is the ReplicaSet's, not the plan's: the reference master deletes the workers
+    // it releases right after lowering the Deployment's count, and when kube-controller-
+    // manager's Deployment controller has not yet lowered the ReplicaSet's, the ReplicaSet
+    // replaces them (3 runs in 8 on the test bed); a replacement that binds in the room kept
+    // for NGINX (one run in 6 or 7) has to be made up by another worker, even if the ReplicaSet
+    // removes it again a moment later (docs/spike-replay.md, session 35). Such a replacement
+    // is a worker created since the spike that was bound at some point.
     let shrinks =
         |job: &ElasticJob| job.commands().into_iter().filter(|c| c.reason == "online-headroom").collect::<Vec<_>>();
     let (shrinks_a, shrinks_b) = (shrinks(&a), shrinks(&b));
+    let replacements: Vec<String> = recorder
+        .records()
+        .into_iter()
+        .filter(|r| matches!(r.role, Role::Worker { .. }) && r.seen > spike && r.bound.is_some())
+        .map(|r| r.name)
+        .collect();
     eprintln!(
-        "shrinks: ja {:?}, jb {:?}",
+        "shrinks: ja {:?}, jb {:?}; replacements bound since the spike: {replacements:?}",
         shrinks_a.iter().map(|c| c.target).collect::<Vec<_>>(),
         shrinks_b.iter().map(|c| c.target).collect::<Vec<_>>()
     );
+    let mut all: Vec<_> = shrinks_a.iter().chain(&shrinks_b).collect();
+    all.sort_by_key(|c| c.at);
+    let first_job_gave = |c: &&support::cluster::Seen| shrinks_a.iter().any(|a| a.at == c.at);
+    let plan: Vec<_> = all.iter().take_while(|c| first_job_gave(c) == first_job_gave(&all[0])).collect();
+    let planned: usize = plan.iter().map(|c| c.release_pods.len()).sum();
+    assert_eq!(planned, 4, "the room should come from one job, 4 workers of 1 CPU: ja {shrinks_a:?}, jb {shrinks_b:?}");
+    let released: usize = all.iter().map(|c| c.release_pods.len()).sum();
     assert!(
-        shrinks_a.is_empty() != shrinks_b.is_empty(),
-        "the room should come from one job: ja {shrinks_a:?}, jb {shrinks_b:?}"
+        released <= 4 + replacements.len(),
+        "4 NGINX pods of 1 CPU need 4 workers of 1 CPU gone, and one more per replacement the ReplicaSet bound \
+         ({replacements:?}): ja {shrinks_a:?}, jb {shrinks_b:?}"
     );
-    let released: usize = shrinks_a.iter().chain(&shrinks_b).map(|c| c.release_pods.len()).sum();
-    assert_eq!(released, 4, "4 NGINX pods of 1 CPU need 4 workers of 1 CPU gone: ja {shrinks_a:?}, jb {shrinks_b:?}");
     assert_eq!(online, 6);
     // The HPA's next sync sees 6 replicas at its target utilization.
     set_hpa(&client, 6, 6).await;
