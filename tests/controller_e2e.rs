@@ -158,13 +158,13 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
         shrinks_a.iter().map(|c| c.target).collect::<Vec<_>>(),
         shrinks_b.iter().map(|c| c.target).collect::<Vec<_>>()
     );
-    let mut all: Vec<_> = shrinks_a.iter().chain(&shrinks_b).collect();
-    all.sort_by_key(|c| c.at);
-    let first_job_gave = |c: &&support::cluster::Seen| shrinks_a.iter().any(|a| a.at == c.at);
-    let plan: Vec<_> = all.iter().take_while(|c| first_job_gave(c) == first_job_gave(&all[0])).collect();
-    let planned: usize = plan.iter().map(|c| c.release_pods.len()).sum();
+    // Every shrink with its job, in the order sent; the plan is the first job's run of them.
+    let mut all: Vec<_> = shrinks_a.iter().map(|c| ("ja", c)).chain(shrinks_b.iter().map(|c| ("jb", c))).collect();
+    all.sort_by_key(|(_, c)| c.at);
+    let first = all.first().map(|(job, _)| *job);
+    let planned: usize = all.iter().take_while(|(job, _)| Some(*job) == first).map(|(_, c)| c.release_pods.len()).sum();
     assert_eq!(planned, 4, "the room should come from one job, 4 workers of 1 CPU: ja {shrinks_a:?}, jb {shrinks_b:?}");
-    let released: usize = all.iter().map(|c| c.release_pods.len()).sum();
+    let released: usize = all.iter().map(|(_, c)| c.release_pods.len()).sum();
     assert!(
         released <= 4 + replacements.len(),
         "4 NGINX pods of 1 CPU need 4 workers of 1 CPU gone, and one more per replacement the ReplicaSet bound \
