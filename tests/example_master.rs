@@ -155,6 +155,11 @@ impl Master {
         }
     }
 
+    /// How many lines of its stderr contain `words`.
+    fn log_count(&self, words: &str) -> usize {
+        self.log.lock().unwrap().iter().filter(|l| l.contains(words)).count()
+    }
+
     /// SIGTERM, then its exit status.
     fn terminate(mut self) -> ExitStatus {
         let pid = self.child.id().to_string();
@@ -194,6 +199,25 @@ fn run_to_end(mut cmd: Command) -> (Option<i32>, String) {
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     (status.code(), stderr)
+}
+
+/// What the master logs when it deletes released workers once the Deployment controller has
+/// lowered the ReplicaSet's count, and when it gave up waiting for that.
+const LOWERED: &str = "the Deployment controller lowered the ReplicaSet's count";
+const NOT_LOWERED: &str = "the Deployment controller has not lowered the ReplicaSet's count";
+
+/// Writes `status.observedGeneration` up to `metadata.generation` whenever it lags, as
+/// kube-controller-manager's Deployment controller does once it has acted on a change.
+async fn play_the_deployment_controller(deployments: Api<Deployment>) {
+    loop {
+        let d = deployments.get("wd").await.unwrap();
+        let generation = d.metadata.generation;
+        if d.status.and_then(|s| s.observed_generation) < generation {
+            let status = json!({"status": {"observedGeneration": generation}});
+            deployments.patch_status("wd", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn replicas(deployments: &Api<Deployment>) -> i32 {
@@ -291,6 +315,14 @@ async fn example_master_scales_a_deployment_through_its_scale_subresource() {
     // act first, and deletes it itself (here, with no kubelet, a pod on no node is gone at
     // once); the other named worker stays, unmarked.
     master.wait_for_log(&["released worker deleted by the master"]).await;
+    // Before its deletes it waited for the Deployment controller to lower the ReplicaSet's
+    // count (none runs here, so for its bound): deleted before, a worker is replaced.
+    let (waited, deleted) = {
+        let log = master.log.lock().unwrap();
+        let at = |words: &str| log.iter().position(|l| l.contains(words));
+        (at(NOT_LOWERED), at("released worker deleted by the master"))
+    };
+    assert!(waited.is_some() && waited < deleted, "waited, then deleted: lines {waited:?}, {deleted:?}");
     let (a, b) = (pods.get_opt("wd-worker-a").await.unwrap(), pods.get_opt("wd-worker-b").await.unwrap());
     let Some(kept) = (match (&a, &b) {
         (None, Some(kept)) | (Some(kept), None) => Some(kept),
@@ -348,6 +380,32 @@ async fn example_master_scales_a_deployment_through_its_scale_subresource() {
         assert!(p.metadata.deletion_timestamp.is_none(), "{waiting} waits for a node and was not named: kept");
     }
     assert_eq!(replicas(&deployments).await, 2);
+    // Here the ReplicaSet would remove a waiting pod first, so the master did not wait for it.
+    assert_eq!(master.log_count(NOT_LOWERED), 1, "no wait where the ReplicaSet would remove others");
+
+    // Every worker on a node, the one named ranks first for the ReplicaSet too: the master waits
+    // for the Deployment controller (played here by the test: it writes the status'
+    // observedGeneration, as the controller does once it has set the ReplicaSet's count).
+    for gone in [kept.as_str(), "wd-worker-c"] {
+        pods.delete(gone, &Default::default()).await.unwrap();
+    }
+    for name in ["wd-worker-e", "wd-worker-f", "wd-worker-g"] {
+        let mut bound = pod(name, worker_labels(), json!({}));
+        bound["spec"]["nodeName"] = json!("node-x");
+        bed.kubectl_apply(&bound);
+    }
+    let controller = tokio::spawn(play_the_deployment_controller(deployments.clone()));
+    deployments
+        .patch_scale("wd", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": 3}})))
+        .await
+        .unwrap();
+    let release_e = ScaleCommand::new(2, "online-headroom", 30).with_release_pods(["wd-worker-e".to_string()]);
+    mc.scale(&release_e).await.expect("scale to 2, releasing wd-worker-e");
+    master.wait_for_log(&["wd-worker-e", "released worker deleted by the master"]).await;
+    controller.abort();
+    assert_eq!(master.log_count(LOWERED), 1, "it waited for the Deployment controller");
+    assert_eq!(master.log_count(NOT_LOWERED), 1, "and not for its bound");
+    assert!(leaving(pods.get_opt("wd-worker-e").await.unwrap()), "the named worker is being deleted");
 
     let status = master.terminate();
     assert!(status.success(), "example-master exits 0 on SIGTERM, got {status}");

@@ -53,6 +53,16 @@ pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Vec<&
     leaving
 }
 
+/// Whether the ReplicaSet, once its count is down, removes exactly `leaving` by its own ranking
+/// with them marked ([`removal_order`]): every other worker it counts ranks after them (none is
+/// waiting for a node or not ready while a leaving one is ready), and `leaving` is the whole
+/// `excess`. Then the master can wait for the count to go down before it deletes them and no
+/// replacement comes of its deletes ([`super::deployment`]). Otherwise the ReplicaSet would
+/// remove others first (a preempted worker's replacement, say), and the master deletes at once.
+pub fn replica_set_agrees(pods: &[Pod], leaving: &BTreeSet<&str>, excess: usize) -> bool {
+    leaving.len() == excess && removal_order(pods, leaving).iter().take(excess).all(|p| is_named(p, leaving))
+}
+
 /// How many of `pods` a ReplicaSet scaled to `target` removes: those it counts beyond the
 /// target. Fewer than the Deployment's `spec.replicas` less the target when the scheduler has
 /// just preempted workers whose replacements do not exist yet: those victims leave in the
@@ -203,6 +213,29 @@ mod tests {
         // No names, a shrink of pods still waiting for a node: those first.
         let waiting = [pod("p", None, "Pending", false, "2026-01-01T00:00:00Z"), pods[0].clone()];
         assert_eq!(names(&plan(&waiting, &BTreeSet::new(), 1)), ["p"]);
+    }
+
+    #[test]
+    fn the_replicaset_agrees_only_when_nothing_it_counts_ranks_before_the_leaving_workers() {
+        let ready = [
+            pod("a", Some("n1"), "Running", true, "2026-01-01T00:00:00Z"),
+            pod("b", Some("n2"), "Running", true, "2026-01-01T00:05:00Z"),
+            pod("c", Some("n2"), "Running", true, "2026-01-01T00:00:00Z"),
+        ];
+        assert!(replica_set_agrees(&ready, &BTreeSet::from(["a"]), 1));
+        assert!(replica_set_agrees(&ready, &BTreeSet::from(["a", "c"]), 2));
+        // Fewer or more leaving than the ReplicaSet removes.
+        assert!(!replica_set_agrees(&ready, &BTreeSet::from(["a"]), 2));
+        assert!(!replica_set_agrees(&ready, &BTreeSet::from(["a", "c"]), 1));
+        // A replacement waiting for a node, or a worker not ready yet, goes first.
+        let mut waiting = ready.to_vec();
+        waiting.push(pod("replacement", None, "Pending", false, "2026-01-01T00:09:00Z"));
+        assert!(!replica_set_agrees(&waiting, &BTreeSet::from(["a"]), 1));
+        let mut unready = ready.to_vec();
+        unready[1] = pod("b", Some("n2"), "Running", false, "2026-01-01T00:05:00Z");
+        assert!(!replica_set_agrees(&unready, &BTreeSet::from(["a"]), 1));
+        // ... unless it is the one leaving.
+        assert!(replica_set_agrees(&unready, &BTreeSet::from(["b"]), 1));
     }
 
     #[test]
