@@ -174,17 +174,16 @@ impl DeploymentBackend {
                 workers
             }
         };
-        let mut delete: BTreeSet<String> = removal::plan(&now, &leaving_names, removal::excess(&now, target))
-            .iter()
-            .filter_map(|p| p.metadata.name.clone())
-            .collect();
+        let excess_now = removal::excess(&now, target);
+        let mut delete: BTreeSet<String> =
+            removal::plan(&now, &leaving_names, excess_now).iter().filter_map(|p| p.metadata.name.clone()).collect();
         if self.release_in_place {
             let released_still_counted =
                 now.iter().filter(|p| removal::counted(p)).filter_map(|p| p.metadata.name.as_deref());
             delete.extend(released_still_counted.filter(|n| leaving_names.contains(n)).map(String::from));
         }
         let delete_names: BTreeSet<&str> = delete.iter().map(String::as_str).collect();
-        let replica_set_agrees = removal::replica_set_agrees(&now, &delete_names, removal::excess(&now, target));
+        let replica_set_agrees = removal::replica_set_agrees(&now, &delete_names, excess_now);
         Ok(Shrink { delete: delete.into_iter().collect(), replica_set_agrees })
     }
 
