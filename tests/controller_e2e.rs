@@ -142,7 +142,7 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     // the ReplicaSet's count, the ReplicaSet replaces them, and a replacement that binds in the
     // room kept for NGINX has to be made up by another worker, even if the ReplicaSet removes
     // it again a moment later. Deleting right after the Deployment's count went down, that
-    // happened in 3 runs of 8 and 2 of 8 (docs/spike-replay.md, sessions 35-36); the master now
+    // happened in 3 runs of 8 and 2 of 8 (docs/spike-replay/5-sessions-32-37.md, sessions 35-36); the master now
     // waits for the Deployment controller first, up to a second, and no run of 15 had a
     // replacement, but a controller slower than that still allows one. Such a replacement is a
     // worker created since the spike that was bound at some point.

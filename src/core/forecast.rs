@@ -202,7 +202,7 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// most of a window: on the real scheduler WorldCup98's flash crowd lost 3-4 workers to
 /// preemption in two of three runs with 5 s releases (0 with it), and the flash crowd with 30 s
 /// releases left 30-35% of the baseline's pending pod-s (21.7-22.8%). It reserves earlier on
-/// long rises of a noisy load too, at an allocation cost (docs/spike-replay.md, "A rise the
+/// long rises of a noisy load too, at an allocation cost (docs/spike-replay/4-sessions-26-31.md, "A rise the
 /// window has only begun to show").
 ///
 /// The window ends at the newest sample, not at `now`, and its edge lies half a sampling gap
@@ -210,7 +210,7 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// sees the same one. Measured from `now`, a sample slid out of the window between two
 /// decisions on the same data: on the flash crowd, replay (deciding every 0.1 s) released two
 /// more workers 0.1 s after a sample that the live controller (deciding on events) kept
-/// (docs/spike-replay.md, "One trend per sample"). Samples older than the window are no trend.
+/// (docs/spike-replay/3-sessions-21-25.md, "One trend per sample"). Samples older than the window are no trend.
 /// `samples` are oldest first (the sampler's history and replay's both keep them so): the
 /// newest is the last, and the gap is the last two's.
 ///

@@ -5,7 +5,7 @@
 //! times the replicas it was measured on. The HPA's first step after a load step is capped
 //! (max(+100%, +4 pods) per sync) and measures a load the metrics pipeline has only half shown,
 //! so reserving for that level alone releases the room for the second step one sync too late,
-//! and with 30 s releases its pods wait a whole release (docs/spike-replay.md, "The HPA's
+//! and with 30 s releases its pods wait a whole release (docs/spike-replay/4-sessions-26-31.md, "The HPA's
 //! metric as a trend"). When demand rose beyond the HPA's tolerance at its last sync and the HPA
 //! decided on its scale-up limit (it could not follow the rise), demand is assumed to rise as
 //! much at each sync within the lead, at most two syncs ahead (the half-shown step shows in

@@ -128,7 +128,7 @@ pub struct RunFile {
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_stale_after: Option<Duration>,
     /// How often services' load and p99 are sampled; 1 s by default, so a load step shows a
-    /// sample sooner than the HPA's next sync can act on it (docs/spike-replay.md, "Sampling
+    /// sample sooner than the HPA's next sync can act on it (docs/spike-replay/3-sessions-21-25.md, "Sampling
     /// every second by default").
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_interval: Option<Duration>,

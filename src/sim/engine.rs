@@ -227,7 +227,7 @@ impl<'a> World<'a> {
         // created meet the scheduler first. Its room frees after they preempted and were
         // nominated onto it, and kube-scheduler binds a nominated pod only beside every other pod
         // nominated to its node: the flash crowd's 30 s releases, made at an HPA sync, freed room
-        // that waited 15 s (docs/spike-replay.md, "The release that lands after the sync").
+        // that waited 15 s (docs/spike-replay/3-sessions-21-25.md, "The release that lands after the sync").
         // Removed first, it went to the pods already waiting, and replay sat at the lucky end of
         // the live runs.
         self.cluster.reap(now);
@@ -525,7 +525,7 @@ pub(super) struct Accumulator {
 /// Mean of the load over `[from, to]` (clamped at 0): what a rate over that window reports.
 /// Exact, as a Prometheus rate of a counter is: averaged at 16 points a second apart, a step of
 /// WorldCup98's trace read up to 7% high in the seconds after it, and replay released workers a
-/// sample before live did (docs/spike-replay.md, "A coarse integral of a stepped trace").
+/// sample before live did (docs/spike-replay/3-sessions-21-25.md, "A coarse integral of a stepped trace").
 pub fn mean_load(curve: &LoadCurve, from: f64, to: f64) -> f64 {
     // An empty or reversed span reads the value at `from`: `LoadCurve::mean` sees to that.
     curve.mean(from.max(0.0), to)

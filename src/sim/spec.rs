@@ -273,7 +273,7 @@ pub struct ObservationSpec {
     /// How often Prometheus scrapes the service's request counter. A rate ends at the newest
     /// scrape, so the load signal lags the load by half a scrape interval on average: measured
     /// on the test bed (1 s scrapes), the flash crowd's samples sat 0.15 s or 0.74 s behind the
-    /// load, run by run (docs/spike-replay.md, "What the load signal lags").
+    /// load, run by run (docs/spike-replay/3-sessions-21-25.md, "What the load signal lags").
     #[serde(deserialize_with = "duration")]
     pub scrape_interval: Duration,
     /// `run.status_interval`: how fresh the masters' reported phase is.

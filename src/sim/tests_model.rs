@@ -188,7 +188,7 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
     );
     assert!(!early.scale_commands.is_empty());
     // Sampled 5 s before it, that release lands a moment after the sync, whose last pods
-    // preempt a few workers (live: 2-3, docs/spike-replay.md, "The release decided 5 s before
+    // preempt a few workers (live: 2-3, docs/spike-replay/3-sessions-21-25.md, "The release decided 5 s before
     // a sync"); the pods barely wait.
     let fast = replay_window(&fast_masters, Policy::Colocate, &settings(true));
     assert!((1..=4).contains(&fast.scheduler_preemptions), "{fast:?}");

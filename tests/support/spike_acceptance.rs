@@ -2,11 +2,12 @@
 //! scheduler"), judged per configuration from one run's figures: colocate's Unschedulable
 //! online pod-seconds against the baseline's of the same run, and replay against live.
 //!
-//! Every run prints and reports the verdicts; `tests/spike_replay.rs` asserts them for the
-//! configurations where replay predicts live on both spikes played so far (docs/spike-replay.md
-//! says which do not, and why): replay within bounds of live, and no target that replay claims
-//! met and live misses. A target that both miss is reported, not asserted: replay's figure is
-//! then the honest one, and the test's job is that no replay figure goes unbacked.
+//! Every run prints and reports the verdicts; `tests/spike_replay.rs` asserts them for every
+//! configuration: replay within bounds of live, and no target that replay claims met and live
+//! misses (until session 37 only for `load-signal-fast-release`, while replay did not yet
+//! predict the others on both spikes; docs/spike-replay.md). A target that both miss is
+//! reported, not asserted: replay's figure is then the honest one, and the test's job is that
+//! no replay figure goes unbacked.
 
 use serde_json::{json, Value};
 

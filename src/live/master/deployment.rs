@@ -193,7 +193,7 @@ impl DeploymentBackend {
     /// ReplicaSet, still at the old count, and the replacement may bind in the very room the
     /// release freed: on a cluster at rest the test bed's Deployment controller lowered the
     /// count 13 ms after the master's deletes in 3 of 8 runs, and in about one run in 6-7 the
-    /// replacement took an online pod's room (docs/spike-replay.md, session 35).
+    /// replacement took an online pod's room (docs/spike-replay/5-sessions-32-37.md, session 35).
     async fn await_replica_set(&self, owner: &str) {
         let started = tokio::time::Instant::now();
         loop {
