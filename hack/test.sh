@@ -56,7 +56,7 @@ export KUBECTL PATH="$(dirname "$KUBECTL"):$PATH"
 echo "   $KUBECTL" >&2
 took "$t"
 
-step "test bed binaries (hack/testbed/build.sh: about 10 min of Go builds on 2 cores the first time)"
+step "test bed binaries (hack/testbed/build.sh: about 12 min of Go builds on 2 cores the first time)"
 t=$SECONDS
 TESTBED_BIN=$(TESTBED_COMPONENTS="etcd kube-apiserver kube-scheduler kwok kube-controller-manager" hack/testbed/build.sh)
 export TESTBED_BIN

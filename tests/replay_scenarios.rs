@@ -73,8 +73,8 @@ fn elasticdl_nginx_colocate_fills_the_cluster_without_hurting_latency() {
     // Released workers hold their node for 30 s, so the scheduler kills some for pods that
     // outrun a release; colocate itself forces none. (A quarter as many as plain preemption held
     // until 2026-11-26; since then a release made at an HPA sync leaves a moment after the sync
-    // two periods later, as on a kubelet, and that sync's pods preempt: 17 of 36. Pods that do
-    // not preempt, which the README recommends, lose none.)
+    // two periods later, as on a kubelet, and that sync's pods preempt: 17 of 36 then, 7 since
+    // session 27's onset rule. Pods that do not preempt, which the README recommends, lose none.)
     assert_eq!(num(colocate, "controller_forced_preemptions"), 0.0, "{colocate}");
     assert!(num(colocate, "forced_preemptions") <= 0.5 * num(preemption, "forced_preemptions"), "{colocate}");
     assert!(
@@ -114,8 +114,9 @@ fn every_shipped_scenario_replays() {
             assert_eq!(num(colocate, "controller_forced_preemptions"), 0.0, "{}: {colocate}", path.display());
             assert!(
                 // Half, as in tests/trace_scenarios.rs: online pods that preempt still kill
-                // workers a spike outruns (flash-crowd: 9 of 32; elasticdl-nginx 17 of 36 since a
-                // release made at an HPA sync leaves after the sync two periods later).
+                // workers a spike outruns (flash-crowd: 8 of 32; elasticdl-nginx 7 of 36, 17 between
+                // 2026-11-26, when a release made at an HPA sync began leaving after the sync two
+                // periods later, and session 27's onset rule).
                 num(colocate, "forced_preemptions") <= 0.5 * num(preemption, "forced_preemptions"),
                 "{}: colocate killed {} workers, plain preemption {}",
                 path.display(),
