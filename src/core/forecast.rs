@@ -194,7 +194,8 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// is the HPA's business.
 ///
 /// At a rise's onset the last third's slope is taken instead when it is steeper than the
-/// window's and the third rises at every sample, at least twice: the flat samples before the
+/// window's and the third rises at every sample, at least twice (`rises_throughout`: a value
+/// repeated exactly between two rises is the same data seen again): the flat samples before the
 /// onset dilute the window's slope, and a windowed request rate keeps rising for a whole window
 /// after a load step, so a third that rises throughout is the step showing, not noise. Sampled
 /// so sparsely that the third holds two samples (every 5 s or more in a 30 s window), one uptick
@@ -223,14 +224,32 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     let whole = slope(pts)?;
     let third_pts = recent.newest_third(window);
     let third = slope(third_pts).unwrap_or(whole);
-    // Two rises in a row at least: of two samples, "rising throughout" is any uptick of noise.
-    let rising_throughout = third_pts.len() >= 3 && third_pts.windows(2).all(|w| w[1].1 > w[0].1);
+    let rising_throughout = rises_throughout(third_pts);
     let rate = if third > whole && rising_throughout { third } else { whole.min(third) };
     let (_, last) = recent.newest();
     if last <= 0.0 || rate <= 0.0 {
         return Some(1.0);
     }
     Some((last + rate * horizon.as_secs_f64()) / last)
+}
+
+/// Whether `pts` rise at every sample, at least twice (of two samples, "rising throughout" is
+/// any uptick of noise). A value repeated exactly between two rises is the same data seen
+/// again, not a pause: a Prometheus that scrapes as often as colocate samples answers two
+/// queries from the same scrapes whenever the two clocks drift across each other (a rate is
+/// the same to the last bit only then), and on the test bed one such repeat in WorldCup98's
+/// rise switched the onset off for a whole third (692 pending pod-s against replay's 461;
+/// docs/spike-replay/5-sessions-32-37.md, session 37). A repeat first or last is not between
+/// rises: a flat start is the load before the rise, and a flat end may be a plateau.
+fn rises_throughout(pts: &[(f64, f64)]) -> bool {
+    let rises = |w: &[(f64, f64)]| w[1].1 > w[0].1;
+    let steps: Vec<&[(f64, f64)]> = pts.windows(2).collect();
+    match (steps.first(), steps.last()) {
+        (Some(first), Some(last)) if steps.len() >= 2 => {
+            rises(first) && rises(last) && steps.iter().all(|w| w[1].1 >= w[0].1)
+        }
+        _ => false,
+    }
 }
 
 /// The finite samples seen by `now`, as (seconds, value), oldest first, for windows that end at
@@ -369,6 +388,26 @@ mod tests {
         let f = load_trend_factor(&dipped, Duration::from_secs(30), window, horizon).unwrap();
         assert!((f - (200.0 + whole * 15.0) / 200.0).abs() < 1e-9, "the window's slope {whole}: {f}");
         assert!(f < 1.5, "{f}");
+        // A value repeated exactly inside the rise (the same scrapes answering two queries) does
+        // not end the onset; the trend is then the third's slope with the repeat in it.
+        let mut repeated = onset.clone();
+        repeated[25].value = repeated[24].value;
+        let recent = RecentSamples::seen(&repeated, Duration::from_secs(30), window).unwrap();
+        let third = slope(recent.newest_third(window)).unwrap();
+        let f = load_trend_factor(&repeated, Duration::from_secs(30), window, horizon).unwrap();
+        assert!((f - (200.0 + third * 15.0) / 200.0).abs() < 1e-9, "the third's slope {third}: {f}");
+        assert!(f > 1.6, "{f}");
+        // Repeats where the third begins (the load before the rise) or ends (a plateau, for all
+        // one knows) are no onset.
+        for at in [30, 22] {
+            let mut flat = onset.clone();
+            flat[at].value = flat[at - 1].value;
+            let recent = RecentSamples::seen(&flat, Duration::from_secs(30), window).unwrap();
+            let whole = slope(recent.within(window)).unwrap();
+            let f = load_trend_factor(&flat, Duration::from_secs(30), window, horizon).unwrap();
+            let last = flat[30].value;
+            assert!((f - (last + whole * 15.0) / last).abs() < 1e-9, "repeat at {at}: the window's slope {whole}: {f}");
+        }
         // Sampled every 5 s, the third holds two samples: one uptick is no onset.
         let sparse: Vec<Sample> = (0..=6).map(|k| s(5 * k, if k < 6 { 100.0 } else { 130.0 })).collect();
         let recent = RecentSamples::seen(&sparse, Duration::from_secs(30), window).unwrap();
