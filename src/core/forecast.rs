@@ -242,14 +242,8 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
 /// docs/spike-replay/5-sessions-32-37.md, session 37). A repeat first or last is not between
 /// rises: a flat start is the load before the rise, and a flat end may be a plateau.
 fn rises_throughout(pts: &[(f64, f64)]) -> bool {
-    let rises = |w: &[(f64, f64)]| w[1].1 > w[0].1;
-    let steps: Vec<&[(f64, f64)]> = pts.windows(2).collect();
-    match (steps.first(), steps.last()) {
-        (Some(first), Some(last)) if steps.len() >= 2 => {
-            rises(first) && rises(last) && steps.iter().all(|w| w[1].1 >= w[0].1)
-        }
-        _ => false,
-    }
+    let n = pts.len();
+    n >= 3 && pts[1].1 > pts[0].1 && pts[n - 1].1 > pts[n - 2].1 && pts.windows(2).all(|w| w[1].1 >= w[0].1)
 }
 
 /// The finite samples seen by `now`, as (seconds, value), oldest first, for windows that end at
