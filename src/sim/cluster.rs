@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 
 use super::go_sort::sort_slice;
 use super::policy::draw;
+use super::scheduler_queue::{backoff_s, Attempt, SchedulerPace};
 use crate::core::Resources;
 
 pub type PodId = u64;
@@ -47,17 +48,6 @@ pub enum Removal {
     /// (71.03, 70.75). A fixed half second put them at 70.5 s in every draw.
     SecondAfterDeletionTimestamp,
 }
-
-/// How long one scheduling attempt that ends in a preemption keeps kube-scheduler busy (its
-/// dry run over every node, then the next pod): 8.7-26 ms a preemption, median 14.5 ms, in the
-/// six bursts of two `--v=5` logs of the WorldCup98 spike (session 32; a preemption's API calls
-/// run asynchronously, `SchedulerAsyncPreemption`, on by default since 1.33). It decides whose
-/// victims a master's releases can be: on the 55 s sync the scheduler had started 7 of 26
-/// preemptions when the master's deletes of that sync's releases reached it (140-155 ms after
-/// the sync), and the other 19 mostly picked those workers, already leaving, as victims.
-/// Replay tried every pod of a sync before the releases of its step land: 5 running workers
-/// killed at the 40 s sync where live killed 3, and 17 in all where live killed 6-8.
-pub const PREEMPTION_ATTEMPT_S: f64 = 0.0145;
 
 /// How long kube-scheduler leaves a pod that failed for want of room before trying it again
 /// with no event: `podMaxInUnschedulablePodsDuration`, 5 min by default.
@@ -98,6 +88,8 @@ pub struct FailedAttempt {
     pub at: f64,
     /// [`Cluster::room_events`] then.
     pub room_events: u64,
+    /// Failed attempts so far (`UnschedulableCount`): its backoff doubles with each.
+    pub failures: u32,
 }
 
 impl SimPod {
@@ -192,13 +184,10 @@ pub struct Cluster {
     /// anywhere in a second, so which events share a second differs from run to run. 0 in a
     /// full replay; a window replay draws it.
     pub wall_phase_s: f64,
-    /// Seconds each preemption attempt takes ([`PREEMPTION_ATTEMPT_S`] in a window replay; 0,
-    /// no limit, in a full replay, whose steps of a second or more cannot resolve it). Pods
-    /// that would preempt beyond what the scheduler had time for since the last pass wait for
-    /// the next one.
-    pub preemption_attempt_s: f64,
-    /// The scheduler's time left for preemption attempts, and when it was last counted.
-    preemption_budget: (f64, f64),
+    /// kube-scheduler's pace and queue ([`SchedulerPace`]): in a window replay; `None`, no
+    /// limit and no backoff, in a full replay, whose steps of a second or more cannot resolve
+    /// them. Pods the loop has not reached by a pass wait for the next one.
+    pub pace: Option<SchedulerPace>,
 }
 
 impl Cluster {
@@ -427,20 +416,9 @@ impl Cluster {
         online_arriving: bool,
     ) -> Evictions {
         let mut evictions = Evictions::default();
-        // Time since the last pass is time to preempt in, up to one window step's worth: an
-        // idle scheduler banks none of it.
-        let (left, at) = self.preemption_budget;
-        self.preemption_budget = ((left + (now - at).max(0.0)).min(super::window::WINDOW_STEP_S), now);
-        let mut pending: Vec<PodId> =
-            self.pods.iter().filter(|(_, p)| p.node.is_none() && p.leaving_at.is_none()).map(|(id, _)| *id).collect();
-        pending.sort_by_key(|id| {
-            let p = &self.pods[id];
-            match p.kind {
-                PodKind::System => (0, 0, *id),
-                PodKind::Online { .. } => (1, 0, *id),
-                PodKind::Worker { job } => (2, -priority(job), *id),
-            }
-        });
+        let pending = self.queue_order(now, priority);
+        // The scheduling loop's clock in a window replay: an idle loop banks up to one step.
+        let mut clock = self.pace.as_ref().map(|p| p.start(now, super::window::WINDOW_STEP_S));
         // While a scale-up's pods are still arriving and some find no room, kube-scheduler's
         // priority queue is never empty of them long enough to reach a worker: each failing
         // online pod's attempt takes its cycle (about 16 ms each at --v=5, dozens of them woken
@@ -458,15 +436,6 @@ impl Cluster {
             if online_arriving && online_failed && matches!(pod.kind, PodKind::Worker { .. }) {
                 continue;
             }
-            // kube-scheduler v1.34 parks a pod that found no room in its unschedulable pods
-            // until an event its rejecting plugin registered may help it (NodeResourcesFit: an
-            // assigned pod deleted or scaled down, a node added or grown), then tries it again
-            // at once (its backoff queue is popped when the active queue is empty,
-            // SchedulerPopFromBackoffQ). Nothing else brings it back before the 5 min flush: room
-            // held for a nominated pod that went elsewhere is no event.
-            if pod.failed.is_some_and(|f| f.room_events == self.room_events && now - f.at < UNSCHEDULABLE_FLUSH_S) {
-                continue;
-            }
             let requests = pod.requests;
             let online = matches!(pod.kind, PodKind::Online { .. });
             let nominated = pod.nominated;
@@ -475,42 +444,47 @@ impl Cluster {
                 Some(n) if requests.fits_in(&(self.free(n) - self.nodes[n].nominated + requests)) => Some(n),
                 _ => self.pick_node(&requests, online),
             };
+            let mode = if online && target.is_none() { preemption(pod) } else { Preemption::Never };
+            // kube-scheduler's PodEligibleToPreemptOthers: not while victims of a preemption are
+            // still leaving the nominated node.
+            let preempts = mode != Preemption::Never && nominated.is_none_or(|n| self.nodes[n].victims_leaving == 0);
+            // The loop has not reached it by now: it and the pods behind it wait for the next
+            // pass (not an attempt, so no failure either).
+            let cost = if preempts {
+                super::scheduler_queue::PREEMPTION_ATTEMPT_S
+            } else {
+                super::scheduler_queue::PLAIN_ATTEMPT_S
+            };
+            if clock.is_some_and(|at| at + cost > now + 1e-9) {
+                break;
+            }
             if let Some(n) = target {
                 let delay = ready_delay(&self.pods[&id]);
                 self.bind(id, n, now + delay);
+                clock = self.paced(clock, Attempt::Bound);
                 continue;
             }
             let room_events = self.room_events;
-            self.pods.get_mut(&id).expect("pending pod").failed = Some(FailedAttempt { at: now, room_events });
-            if !online {
+            let pod = self.pods.get_mut(&id).expect("pending pod");
+            let failures = pod.failed.map_or(0, |f| f.failures) + 1;
+            pod.failed = Some(FailedAttempt { at: now, room_events, failures });
+            online_failed |= online;
+            if !preempts {
+                clock = self.paced(clock, Attempt::Failed);
                 continue;
-            }
-            online_failed = true;
-            let mode = preemption(&self.pods[&id]);
-            if mode == Preemption::Never {
-                continue;
-            }
-            // kube-scheduler's PodEligibleToPreemptOthers: not while victims of a preemption are
-            // still leaving the nominated node.
-            if nominated.is_some_and(|n| self.nodes[n].victims_leaving > 0) {
-                continue;
-            }
-            if self.preemption_attempt_s > 0.0 {
-                if self.preemption_budget.0 + 1e-9 < self.preemption_attempt_s {
-                    // The scheduler has not reached it yet: not an attempt, so no failure either.
-                    self.pods.get_mut(&id).expect("pending pod").failed = None;
-                    continue;
-                }
-                self.preemption_budget.0 -= self.preemption_attempt_s;
             }
             if let Some(n) = nominated {
                 // The room it waited for went elsewhere: look again.
                 self.pods.get_mut(&id).expect("pending pod").nominated = None;
                 self.nodes[n].nominated -= requests;
             }
+            let mut calls = 0;
             if let Some((node, victims)) = self.find_victims(&requests, mode, priority, id) {
                 for (v, job) in victims {
-                    match self.preempt(v, now, grace) {
+                    let picked = self.preempt(v, now, grace);
+                    // Each victim is deleted (again, if already leaving); marked the first time.
+                    calls += if picked == Preempted::Again { 1 } else { 2 };
+                    match picked {
                         Preempted::Running => evictions.pods.push((v, job)),
                         Preempted::AlreadyLeaving => evictions.already_leaving += 1,
                         Preempted::ReleaseCut => evictions.releases_cut.push(v),
@@ -520,8 +494,56 @@ impl Cluster {
                 self.pods.get_mut(&id).expect("pending pod").nominated = Some(node);
                 self.nodes[node].nominated += requests;
             }
+            clock = self.paced(clock, Attempt::Preempted { calls });
         }
         evictions
+    }
+
+    /// The loop's clock after an attempt at `clock` (unpaced: `None`).
+    fn paced(&mut self, clock: Option<f64>, attempt: Attempt) -> Option<f64> {
+        let (pace, at) = (self.pace.as_mut()?, clock?);
+        Some(pace.attempt(at, attempt))
+    }
+
+    /// The pending pods a pass at `now` may try, in the order kube-scheduler's queue gives
+    /// them. A pod that failed is parked until room frees (an event its rejecting plugin
+    /// registered: NodeResourcesFit's assigned pod deleted or scaled down, node added or
+    /// grown) or the 5 min flush; room held for a nominated pod that went elsewhere is no
+    /// event. Unpaced (a full replay), every other pod is tried, system pods first, then
+    /// online ones, then workers by priority, oldest first. Paced, the active queue goes
+    /// first (the same ranks, then the time each was queued: created, or last failed), and
+    /// pods still backing off only after it ([`super::scheduler_queue`]).
+    fn queue_order(&self, now: f64, priority: &dyn Fn(usize) -> i32) -> Vec<PodId> {
+        let rank = |p: &SimPod| match p.kind {
+            PodKind::System => (0, 0),
+            PodKind::Online { .. } => (1, 0),
+            PodKind::Worker { job } => (2, -priority(job)),
+        };
+        let paced = self.pace.is_some();
+        // (backing off until, rank, queued at, id); the first is 0 for the active queue.
+        let mut queued: Vec<(f64, (i32, i32), f64, PodId)> = Vec::new();
+        for (id, p) in &self.pods {
+            if p.node.is_some() || p.leaving_at.is_some() {
+                continue;
+            }
+            let (until, since) = match p.failed {
+                None => (0.0, p.created_at),
+                Some(f) if f.room_events == self.room_events && now - f.at < UNSCHEDULABLE_FLUSH_S => continue,
+                Some(f) => {
+                    // `getBackoffTime` aligns the expiry to its wall-clock second; the pod backs
+                    // off until the flush at the start of the next.
+                    let until = self.wall_second_of(f.at + backoff_s(f.failures)) + 1.0;
+                    (if until > now + 1e-9 { until } else { 0.0 }, f.at)
+                }
+            };
+            if paced {
+                queued.push((until, rank(p), since, *id));
+            } else {
+                queued.push((0.0, rank(p), 0.0, *id));
+            }
+        }
+        queued.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.total_cmp(&b.2)).then(a.3.cmp(&b.3)));
+        queued.into_iter().map(|q| q.3).collect()
     }
 
     /// Marks `id` as a preemption victim and deletes it with `grace`. For a pod already

@@ -17,6 +17,7 @@ pub mod policy;
 pub mod replay;
 pub mod report;
 pub mod scenario;
+pub mod scheduler_queue;
 pub mod service;
 pub mod snapshot;
 pub mod spec;

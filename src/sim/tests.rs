@@ -861,7 +861,7 @@ fn preemptions_take_the_schedulers_time_in_a_window_replay() {
     // 0.1 s step holds six preemptions; the other pods are not tried (nor marked failed) until
     // the next pass, where a release made meanwhile is the victim.
     let mut c = cluster(&[10_000]);
-    c.preemption_attempt_s = crate::sim::cluster::PREEMPTION_ATTEMPT_S;
+    c.pace = Some(crate::sim::scheduler_queue::SchedulerPace::default());
     let workers: Vec<PodId> = (0..10).map(|_| bound(&mut c, worker(0), cpu(1000), 0)).collect();
     let pods: Vec<PodId> = (0..10).map(|k| c.create(format!("web-{k}"), online_kind(), cpu(1000), 0.0)).collect();
     let first = schedule(&mut c, 10.0, Preemption::Workers, &[0]);
@@ -881,4 +881,51 @@ fn preemptions_take_the_schedulers_time_in_a_window_replay() {
         c.create(format!("web-{k}"), online_kind(), cpu(1000), 0.0);
     }
     assert_eq!(schedule(&mut c, 10.0, Preemption::Workers, &[0]).len(), 10);
+}
+
+#[test]
+fn a_newer_pod_takes_the_room_a_backing_off_nominee_waits_for() {
+    // kube-scheduler's backoff queue (window replays): a preemptor that failed at 10.0 s backs
+    // off until the flush of the wall-clock second after 11.0 s. When its victim goes at 10.5 s
+    // a newer pod, in the active queue, is tried first: the freed room is held for the
+    // nominee, so it preempts another worker on the node and is nominated there too. The
+    // nominee, popped once the active queue is empty, now finds its room held for the newer
+    // pod, and may not preempt while that victim leaves: one CPU stays free for 30 s with two
+    // pods waiting for it (live, WorldCup98 session 38: 22 pods for 12 s).
+    let setup = |paced: bool| {
+        let mut c = cluster(&[4000]);
+        if paced {
+            c.pace = Some(crate::sim::scheduler_queue::SchedulerPace::default());
+        }
+        let released = bound(&mut c, worker(1), cpu(1000), 0);
+        bound(&mut c, worker(0), cpu(1000), 0);
+        bound(&mut c, worker(0), cpu(2000), 0);
+        c.delete(released, 10.0, 0.5);
+        let first = c.create("web-0".into(), online_kind(), cpu(1000), 10.0);
+        // The least important worker, already leaving, is its victim.
+        assert!(schedule(&mut c, 10.0, Preemption::Workers, &[0, -1]).is_empty());
+        assert_eq!(c.pods[&first].nominated, Some(0));
+        c.reap(10.5);
+        let newer = c.create("web-1".into(), online_kind(), cpu(1000), 10.5);
+        let killed = schedule(&mut c, 10.5, Preemption::Workers, &[0, -1]);
+        (c, first, newer, killed)
+    };
+    let (mut c, first, newer, killed) = setup(true);
+    assert_eq!(killed.len(), 1, "the newer pod preempts a running worker");
+    assert_eq!((c.pods[&first].nominated, c.pods[&newer].nominated), (Some(0), Some(0)));
+    assert_eq!((node_of(&c, first), node_of(&c, newer)), (None, None));
+    assert_eq!(c.free(0).cpu_milli, 1000, "a CPU free, held for two");
+    for t in [12.5, 20.0, 40.0] {
+        c.reap(t);
+        schedule(&mut c, t, Preemption::Workers, &[0, -1]);
+        assert_eq!((node_of(&c, first), node_of(&c, newer)), (None, None), "at {t}");
+    }
+    // The victim gone, both bind.
+    c.reap(40.6);
+    schedule(&mut c, 40.6, Preemption::Workers, &[0, -1]);
+    assert!(node_of(&c, first).is_some() && node_of(&c, newer).is_some());
+    // A full replay (no queue model) tries the nominee first: it binds where it waited.
+    let (c, first, newer, killed) = setup(false);
+    assert_eq!(node_of(&c, first), Some(0));
+    assert_eq!((killed.len(), c.pods[&newer].nominated), (1, Some(0)));
 }
