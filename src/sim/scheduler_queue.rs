@@ -26,7 +26,7 @@
 //! nominated for it were backing off from their first failure, a newer pod still in the active
 //! queue found that room held for them, preempted one more leaving worker on the node and was
 //! nominated there too, and then nine nominated pods each found the room the other eight held
-//! (docs/spike-replay/5-sessions-32-37.md, session 38).
+//! (docs/spike-replay/7-session-38.md).
 
 /// How long one scheduling attempt that ends in a preemption keeps kube-scheduler's loop busy
 /// (its dry run over every node): 8.7-26 ms a preemption, median 14.5 ms, in the six bursts of
