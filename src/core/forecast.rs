@@ -371,24 +371,27 @@ mod tests {
         // Flat for two thirds of the window, then rising 10 per second at every sample.
         let onset: Vec<Sample> =
             (0..=30).map(|k| s(k, if k <= 20 { 100.0 } else { 100.0 + 10.0 * (k - 20) as f64 })).collect();
-        let f = load_trend_factor(&onset, Duration::from_secs(30), window, horizon).unwrap();
+        // The factor at 30 s, with the whole window's slope and its newest third's.
+        let trend = |samples: &[Sample]| {
+            let recent = RecentSamples::seen(samples, Duration::from_secs(30), window).unwrap();
+            let whole = slope(recent.within(window)).unwrap();
+            let third = slope(recent.newest_third(window)).unwrap();
+            (load_trend_factor(samples, Duration::from_secs(30), window, horizon).unwrap(), whole, third)
+        };
+        let (f, ..) = trend(&onset);
         assert!((f - (200.0 + 10.0 * 15.0) / 200.0).abs() < 1e-9, "the onset's own slope: {f}");
         // The same rise with one dip in the newest third: noise, so the smaller (whole window's)
         // slope, as before the onset rule.
         let mut dipped = onset.clone();
         dipped[25].value = dipped[23].value;
-        let recent = RecentSamples::seen(&dipped, Duration::from_secs(30), window).unwrap();
-        let whole = slope(recent.within(window)).unwrap();
-        let f = load_trend_factor(&dipped, Duration::from_secs(30), window, horizon).unwrap();
+        let (f, whole, _) = trend(&dipped);
         assert!((f - (200.0 + whole * 15.0) / 200.0).abs() < 1e-9, "the window's slope {whole}: {f}");
         assert!(f < 1.5, "{f}");
         // A value repeated exactly inside the rise (the same scrapes answering two queries) does
         // not end the onset; the trend is then the third's slope with the repeat in it.
         let mut repeated = onset.clone();
         repeated[25].value = repeated[24].value;
-        let recent = RecentSamples::seen(&repeated, Duration::from_secs(30), window).unwrap();
-        let third = slope(recent.newest_third(window)).unwrap();
-        let f = load_trend_factor(&repeated, Duration::from_secs(30), window, horizon).unwrap();
+        let (f, _, third) = trend(&repeated);
         assert!((f - (200.0 + third * 15.0) / 200.0).abs() < 1e-9, "the third's slope {third}: {f}");
         assert!(f > 1.6, "{f}");
         // Repeats where the third begins (the load before the rise) or ends (a plateau, for all
@@ -396,9 +399,7 @@ mod tests {
         for at in [30, 22] {
             let mut flat = onset.clone();
             flat[at].value = flat[at - 1].value;
-            let recent = RecentSamples::seen(&flat, Duration::from_secs(30), window).unwrap();
-            let whole = slope(recent.within(window)).unwrap();
-            let f = load_trend_factor(&flat, Duration::from_secs(30), window, horizon).unwrap();
+            let (f, whole, _) = trend(&flat);
             let last = flat[30].value;
             assert!((f - (last + whole * 15.0) / last).abs() < 1e-9, "repeat at {at}: the window's slope {whole}: {f}");
         }

@@ -418,7 +418,9 @@ impl Cluster {
         let mut evictions = Evictions::default();
         let pending = self.queue_order(now, priority);
         // The scheduling loop's clock in a window replay: an idle loop banks up to one step.
-        let mut clock = self.pace.as_ref().map(|p| p.start(now, super::window::WINDOW_STEP_S));
+        if let Some(pace) = self.pace.as_mut() {
+            pace.begin_pass(now, super::window::WINDOW_STEP_S);
+        }
         // While a scale-up's pods are still arriving and some find no room, kube-scheduler's
         // priority queue is never empty of them long enough to reach a worker: each failing
         // online pod's attempt takes its cycle (about 16 ms each at --v=5, dozens of them woken
@@ -450,18 +452,13 @@ impl Cluster {
             let preempts = mode != Preemption::Never && nominated.is_none_or(|n| self.nodes[n].victims_leaving == 0);
             // The loop has not reached it by now: it and the pods behind it wait for the next
             // pass (not an attempt, so no failure either).
-            let cost = if preempts {
-                super::scheduler_queue::PREEMPTION_ATTEMPT_S
-            } else {
-                super::scheduler_queue::PLAIN_ATTEMPT_S
-            };
-            if clock.is_some_and(|at| at + cost > now + 1e-9) {
+            if self.pace.as_ref().is_some_and(|pace| !pace.reaches(now, preempts)) {
                 break;
             }
             if let Some(n) = target {
                 let delay = ready_delay(&self.pods[&id]);
                 self.bind(id, n, now + delay);
-                clock = self.paced(clock, Attempt::Bound);
+                self.paced(Attempt::Bound);
                 continue;
             }
             let room_events = self.room_events;
@@ -470,7 +467,7 @@ impl Cluster {
             pod.failed = Some(FailedAttempt { at: now, room_events, failures });
             online_failed |= online;
             if !preempts {
-                clock = self.paced(clock, Attempt::Failed);
+                self.paced(Attempt::Failed);
                 continue;
             }
             if let Some(n) = nominated {
@@ -494,15 +491,16 @@ impl Cluster {
                 self.pods.get_mut(&id).expect("pending pod").nominated = Some(node);
                 self.nodes[node].nominated += requests;
             }
-            clock = self.paced(clock, Attempt::Preempted { calls });
+            self.paced(Attempt::Preempted { calls });
         }
         evictions
     }
 
-    /// The loop's clock after an attempt at `clock` (unpaced: `None`).
-    fn paced(&mut self, clock: Option<f64>, attempt: Attempt) -> Option<f64> {
-        let (pace, at) = (self.pace.as_mut()?, clock?);
-        Some(pace.attempt(at, attempt))
+    /// Counts `attempt` on the scheduling loop's clock, where there is one.
+    fn paced(&mut self, attempt: Attempt) {
+        if let Some(pace) = self.pace.as_mut() {
+            pace.attempt(attempt);
+        }
     }
 
     /// The pending pods a pass at `now` may try, in the order kube-scheduler's queue gives
@@ -520,15 +518,17 @@ impl Cluster {
             PodKind::Worker { job } => (2, -priority(job)),
         };
         let paced = self.pace.is_some();
-        // (backing off until, rank, queued at, id); the first is 0 for the active queue.
+        // (backing off until, rank, queued at, id): the first is 0 for the active queue, and
+        // unpaced both times are 0 (every pod is active, in rank and creation order).
         let mut queued: Vec<(f64, (i32, i32), f64, PodId)> = Vec::new();
         for (id, p) in &self.pods {
             if p.node.is_some() || p.leaving_at.is_some() {
                 continue;
             }
             let (until, since) = match p.failed {
-                None => (0.0, p.created_at),
                 Some(f) if f.room_events == self.room_events && now - f.at < UNSCHEDULABLE_FLUSH_S => continue,
+                _ if !paced => (0.0, 0.0),
+                None => (0.0, p.created_at),
                 Some(f) => {
                     // `getBackoffTime` aligns the expiry to its wall-clock second; the pod backs
                     // off until the flush at the start of the next.
@@ -536,11 +536,7 @@ impl Cluster {
                     (if until > now + 1e-9 { until } else { 0.0 }, f.at)
                 }
             };
-            if paced {
-                queued.push((until, rank(p), since, *id));
-            } else {
-                queued.push((0.0, rank(p), 0.0, *id));
-            }
+            queued.push((until, rank(p), since, *id));
         }
         queued.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.total_cmp(&b.2)).then(a.3.cmp(&b.3)));
         queued.into_iter().map(|q| q.3).collect()

@@ -79,16 +79,24 @@ pub enum Attempt {
 }
 
 impl SchedulerPace {
-    /// When the loop can start its next attempt in a pass at `now`: an idle loop banks at most
-    /// `idle_limit_s` of the time since its last attempt.
-    pub fn start(&self, now: f64, idle_limit_s: f64) -> f64 {
-        self.loop_at.max(now - idle_limit_s)
+    /// A pass at `now` begins: an idle loop banks at most `idle_limit_s` of the time since its
+    /// last attempt.
+    pub fn begin_pass(&mut self, now: f64, idle_limit_s: f64) {
+        self.loop_at = self.loop_at.max(now - idle_limit_s);
     }
 
-    /// The loop has started an attempt at `at`; it is free again, at the time returned, when
-    /// the attempt's own time and its synchronous call are done.
-    pub fn attempt(&mut self, at: f64, attempt: Attempt) -> f64 {
-        let after = match attempt {
+    /// Whether the loop, where it is, has the time for one more attempt by `now`: one that
+    /// preempts, or a plain one. The pods it does not reach wait for the next pass.
+    pub fn reaches(&self, now: f64, preempts: bool) -> bool {
+        let cost = if preempts { PREEMPTION_ATTEMPT_S } else { PLAIN_ATTEMPT_S };
+        self.loop_at + cost <= now + 1e-9
+    }
+
+    /// The loop makes `attempt` where it is; it is free again when the attempt's own time and
+    /// its synchronous call are done.
+    pub fn attempt(&mut self, attempt: Attempt) {
+        let at = self.loop_at;
+        self.loop_at = match attempt {
             Attempt::Bound => {
                 // The bind is a goroutine's; the loop goes on.
                 self.take(at, 1.0);
@@ -101,8 +109,6 @@ impl SchedulerPace {
                 done
             }
         };
-        self.loop_at = after;
-        after
     }
 
     /// Takes `calls` tokens at `t` (client-go's token bucket reserves in call order); returns
@@ -139,24 +145,24 @@ mod tests {
     fn the_loop_waits_for_tokens_once_the_burst_is_spent() {
         let mut p = SchedulerPace::default();
         // 20 preemptions of 4 calls each and their own status updates: 100 tokens, the burst.
-        let t0 = p.start(1.0, 0.1);
+        p.begin_pass(1.0, 0.1);
+        let t0 = p.loop_at;
         assert_eq!(t0, 0.9, "an idle loop banks one step");
-        let mut at = t0;
         for _ in 0..20 {
-            at = p.attempt(at, Attempt::Preempted { calls: 4 });
+            p.attempt(Attempt::Preempted { calls: 4 });
         }
+        let at = p.loop_at;
         assert!((at - t0 - 20.0 * PREEMPTION_ATTEMPT_S).abs() < 1e-9, "no wait within the burst: {at}");
-        // The next failure's status update waits for a token: the bucket refilled 0.29 s
-        // worth (14.5 calls) while the loop ran, and 4 more calls are ahead of it.
-        let next = p.attempt(at, Attempt::Preempted { calls: 4 });
-        assert!(next - (at + PREEMPTION_ATTEMPT_S) < 1e-9, "still tokens left: {next}");
-        let mut at = next;
+        // The 21st's status update does not wait yet: the bucket refilled 0.29 s worth (14.5
+        // calls) while the loop ran.
+        p.attempt(Attempt::Preempted { calls: 4 });
+        assert!(p.loop_at - (at + PREEMPTION_ATTEMPT_S) < 1e-9, "still tokens left: {}", p.loop_at);
         for _ in 0..5 {
-            at = p.attempt(at, Attempt::Preempted { calls: 4 });
+            p.attempt(Attempt::Preempted { calls: 4 });
         }
         // The last status update is the 126th call: it waits for the client's 50 a second,
         // from the end of its dry run.
-        let at = at - t0;
+        let at = p.loop_at - t0;
         assert!(at > 26.0 * PREEMPTION_ATTEMPT_S + 0.05, "throttled: {at}");
         let granted = (126.0 - API_BURST) / API_QPS + PREEMPTION_ATTEMPT_S;
         assert!((at - granted).abs() < 1e-9, "at the client's rate: {at} against {granted}");
