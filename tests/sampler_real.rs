@@ -14,9 +14,10 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use colocate::core::Snapshot;
+use colocate::live::clock;
 use colocate::live::config::{MetricSource, ServiceSource};
 use colocate::live::sampler::{Sampler, ServiceReading};
 use colocate::live::state::ClusterState;
@@ -70,11 +71,11 @@ async fn sampled_request_rate_follows_wrk_load_and_the_controller_view_follows_i
 
     // Idle: only the exporter's and the sampler's own requests (a few per second).
     wait_for("both rates sampled for a full rate window", || {
-        let r = sampler.readings(SystemTime::now());
+        let r = sampler.readings(clock::now());
         loads.iter().all(|k| r[*k].load.len() >= 10)
     })
     .await;
-    let idle_readings = sampler.readings(SystemTime::now());
+    let idle_readings = sampler.readings(clock::now());
     let idle = latest_loads(&idle_readings, &loads);
     let warm_errors = count(&metrics, SAMPLE_ERRORS_TOTAL, "web/nginx", Some("load"));
 
@@ -85,7 +86,7 @@ async fn sampled_request_rate_follows_wrk_load_and_the_controller_view_follows_i
     let started = Instant::now();
     while !wrk.exited() {
         assert!(started.elapsed() < PATIENCE, "wrk ran past its -d bound");
-        let readings = sampler.readings(SystemTime::now());
+        let readings = sampler.readings(clock::now());
         for (key, value) in latest_loads(&readings, &loads) {
             if value > peak.get(&key).copied().unwrap_or(0.0) {
                 peak.insert(key.clone(), value);
@@ -101,11 +102,11 @@ async fn sampled_request_rate_follows_wrk_load_and_the_controller_view_follows_i
     // After: back to idle within the rate window (and a margin).
     let mut after = BTreeMap::new();
     wait_for("both rates to fall below a hundredth of their peak", || {
-        after = latest_loads(&sampler.readings(SystemTime::now()), &loads);
+        after = latest_loads(&sampler.readings(clock::now()), &loads);
         loads.iter().all(|k| after[*k] < peak[*k] / 100.0)
     })
     .await;
-    let after_readings = sampler.readings(SystemTime::now());
+    let after_readings = sampler.readings(clock::now());
 
     eprintln!("wrk -t1 -c4 -d6s: {wrk_summary}");
     for key in loads {
@@ -169,11 +170,11 @@ async fn prometheus_down_makes_readings_stale_and_is_counted() {
     );
     let running = Running::start(&sampler);
     wait_for("load and p99 through Prometheus", || {
-        let r = &sampler.readings(SystemTime::now())["web/nginx"];
+        let r = &sampler.readings(clock::now())["web/nginx"];
         !r.load.is_empty() && r.p99.is_some()
     })
     .await;
-    let before = view(&services, &sampler.readings(SystemTime::now()));
+    let before = view(&services, &sampler.readings(clock::now()));
     let latency = service_latency(&before, "web/nginx");
     assert!(latency.p99.is_some() && latency.slack().is_some(), "{latency:?}");
 
@@ -188,14 +189,14 @@ async fn prometheus_down_makes_readings_stale_and_is_counted() {
     let killed = Instant::now();
     stack.kill_prometheus();
     wait_for("web/nginx readings to go stale", || {
-        let r = &sampler.readings(SystemTime::now())["web/nginx"];
+        let r = &sampler.readings(clock::now())["web/nginx"];
         r.load.is_empty() && r.p99.is_none()
     })
     .await;
     let gone_after = killed.elapsed();
     tokio::time::sleep(2 * ROUND).await; // a round or two past staleness, for the counters
 
-    let readings = sampler.readings(SystemTime::now());
+    let readings = sampler.readings(clock::now());
     let after = view(&services, &readings);
     let latency = service_latency(&after, "web/nginx");
     assert_eq!((latency.p99, latency.slack()), (None, None), "latency unknown: the core grows nothing on its nodes");
@@ -314,8 +315,7 @@ fn view(services: &[ServiceSource], readings: &BTreeMap<String, ServiceReading>)
             }
         })
         .collect();
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).expect("after 1970");
-    let inputs = Inputs { now, hpas: &[], services: &online, jobs: &[] };
+    let inputs = Inputs { now: clock::now(), hpas: &[], services: &online, jobs: &[] };
     let mut state = ClusterState::default();
     let (snap, problems) = snapshot(&mut state, &inputs);
     assert!(problems.is_empty(), "{problems:?}");

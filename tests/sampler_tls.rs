@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::Router;
+use colocate::live::clock;
 use colocate::live::config::{MetricSource, ServiceSource};
 use colocate::live::sampler::Sampler;
 use colocate::live::tls::TlsFiles;
@@ -44,7 +45,7 @@ fn sampler(services: &[ServiceSource], prometheus: &str, tls: &TlsFiles) -> Samp
 /// The newest load sample of each service after one round.
 async fn one_round(sampler: &Sampler) -> BTreeMap<String, Option<f64>> {
     sampler.sample_once().await;
-    sampler.readings(SystemTime::now()).into_iter().map(|(k, r)| (k, r.load.last().map(|s| s.value))).collect()
+    sampler.readings(clock::now()).into_iter().map(|(k, r)| (k, r.load.last().map(|s| s.value))).collect()
 }
 
 #[tokio::test]

@@ -193,9 +193,10 @@ fn has_condition(p: &KubePod, type_: &str, reason: &str) -> bool {
     conditions.iter().any(|c| c.type_ == type_ && c.reason.as_deref() == Some(reason))
 }
 
-/// A Kubernetes time on the live controller's clock ([`crate::live::sampler::unix`]).
+/// A Kubernetes time (the API server's wall clock) on the live controller's clock
+/// ([`crate::live::clock`]).
 pub fn unix_time(t: &k8s_openapi::jiff::Timestamp) -> std::time::Duration {
-    crate::live::sampler::unix(std::time::SystemTime::from(*t))
+    crate::live::clock::from_wall(crate::live::clock::unix(std::time::SystemTime::from(*t)))
 }
 
 /// kube-scheduler marks a victim before deleting it (kubernetes v1.34

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
@@ -22,7 +22,7 @@ use crate::live::watch::Caches;
 use crate::telemetry::Metrics;
 
 /// Where service readings come from (the sampler; nothing when no service has a source).
-pub type ReadingsFn = Box<dyn Fn(SystemTime) -> BTreeMap<String, ServiceReading> + Send + Sync>;
+pub type ReadingsFn = Box<dyn Fn(Duration) -> BTreeMap<String, ServiceReading> + Send + Sync>;
 
 pub struct Decider {
     pub core: Core,
@@ -78,7 +78,8 @@ impl Decider {
         let hpas = self.caches.hpas.state();
         self.services.resolve(&hpas).await;
         let started = Instant::now();
-        let now = SystemTime::now();
+        // Monotonic: a step of the wall clock must not age the core's memories at once.
+        let now = crate::live::clock::now();
         let (services, mut problems) = self.services.services(&hpas, &(self.readings)(now));
         // The jobs the latest poll found, with their statuses: one list, owned by the poller.
         let known = self.poller.known();
@@ -95,7 +96,7 @@ impl Decider {
                 weight: 1.0,
             })
             .collect();
-        let inputs = Inputs { now: crate::live::sampler::unix(now), hpas: &hpas, services: &services, jobs: &sources };
+        let inputs = Inputs { now, hpas: &hpas, services: &services, jobs: &sources };
         // The state is held for the decision only: watch events wait meanwhile, so the
         // snapshot is one consistent picture, and nothing is copied out of it.
         let shared = self.caches.state.clone();

@@ -28,7 +28,7 @@ mod source;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::future::join_all;
 use reqwest::header::HeaderValue;
@@ -39,6 +39,7 @@ pub use error::{SampleError, SamplerError};
 use source::{Origin, Source};
 
 use crate::core::Sample;
+use crate::live::clock;
 use crate::live::config::{http_url, is_metric_name, MetricSource, ServiceSource};
 use crate::live::error_chain;
 use crate::live::names::object_key;
@@ -206,7 +207,7 @@ impl Sampler {
             source.record(attempt, keep, &self.metrics);
         });
         join_all(attempts).await;
-        self.publish(unix_now());
+        self.publish(clock::now());
         if let Some(wake) = &self.wake {
             wake.notify_one();
         }
@@ -227,9 +228,8 @@ impl Sampler {
         }
     }
 
-    /// Per service key (`namespace/name`), what is known at `now`.
-    pub fn readings(&self, now: SystemTime) -> BTreeMap<String, ServiceReading> {
-        let now = unix(now);
+    /// Per service key (`namespace/name`), what is known at `now` (on [`clock`]).
+    pub fn readings(&self, now: Duration) -> BTreeMap<String, ServiceReading> {
         self.services.iter().map(|s| (s.key.clone(), self.reading(s, now))).collect()
     }
 
@@ -317,15 +317,6 @@ pub(crate) fn body_excerpt(body: &[u8]) -> String {
         Some((cut, _)) => format!("{}...", &text[..cut]),
         None => text.to_string(),
     }
-}
-
-/// Time since the Unix epoch: the clock of samples in the live controller.
-pub(crate) fn unix(t: SystemTime) -> Duration {
-    t.duration_since(UNIX_EPOCH).unwrap_or_default()
-}
-
-pub(crate) fn unix_now() -> Duration {
-    unix(SystemTime::now())
 }
 
 #[cfg(test)]

@@ -12,8 +12,9 @@ use super::error::SampleError;
 use super::exposition::read_metric;
 use super::history::History;
 use super::rate::{Scraped, Scrapes};
-use super::{body_excerpt, check_value, promql, transport_error, unix_now, Signal};
+use super::{body_excerpt, check_value, promql, transport_error, Signal};
 use crate::core::Sample;
+use crate::live::clock;
 use crate::telemetry::metrics::Metrics;
 
 /// Where a source's numbers come from, checked at start.
@@ -75,7 +76,9 @@ impl Source {
     ) -> Result<Fetched, SampleError> {
         match &self.origin {
             Origin::Promql { base, query } => {
-                promql::query(http, prometheus_auth, base, query, self.signal, timeout).await.map(Fetched::Evaluated)
+                let sample = promql::query(http, prometheus_auth, base, query, self.signal, timeout).await?;
+                // Stamped by Prometheus's wall clock.
+                Ok(Fetched::Evaluated(Sample { at: clock::from_wall(sample.at), ..sample }))
             }
             Origin::Scrape { url, .. } => {
                 let response = http
@@ -90,7 +93,7 @@ impl Source {
                 if !status.is_success() {
                     return Err(SampleError::Status { status: status.as_u16(), body: body_excerpt(&body) });
                 }
-                Ok(Fetched::Page { at: unix_now(), text: String::from_utf8_lossy(&body).into_owned() })
+                Ok(Fetched::Page { at: clock::now(), text: String::from_utf8_lossy(&body).into_owned() })
             }
         }
     }

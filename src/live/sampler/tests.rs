@@ -64,7 +64,7 @@ fn every_service_has_a_reading_even_before_any_sample() {
         service("quiet", None, None),
     ];
     let sampler = new_sampler(&services, Some("http://127.0.0.1:9090/")).expect("valid");
-    let readings = sampler.readings(SystemTime::now());
+    let readings = sampler.readings(crate::live::clock::now());
     assert_eq!(readings.keys().collect::<Vec<_>>(), ["web/api", "web/nginx", "web/quiet"]);
     assert!(readings.values().all(|r| r.load.is_empty() && r.p99.is_none()));
 }
@@ -124,7 +124,7 @@ async fn an_unreachable_endpoint_is_counted_and_readings_stay_empty() {
     };
     assert!(errors("load") >= 2 && errors("latency") >= 2, "several rounds ran and failed:\n{text}");
     assert!(!text.contains("colocate_service_load{"), "no load series without a sample:\n{text}");
-    let reading = &sampler.readings(SystemTime::now())["web/nginx"];
+    let reading = &sampler.readings(crate::live::clock::now())["web/nginx"];
     assert!(reading.load.is_empty() && reading.p99.is_none(), "{reading:?}");
 }
 

@@ -1,0 +1,82 @@
+//! The live controller's one clock: Unix time as it was when the process started, advanced by
+//! the monotonic clock since. Decisions measure their windows (growth stabilization, the latency
+//! window after a scale-up, the guard's interval) and sample ages on it, so a step of the wall
+//! clock (NTP correcting it, a virtual machine resumed after a pause) neither ages every sample
+//! and every memory at once nor makes them younger. One CI run showed why: the wall clock jumped
+//! 21 s past the monotonic one, the scale-up the latency window remembered looked 33 s old while
+//! the p99 sample from before the jump still looked fresh, and the guard shrank training for
+//! latency the scale-up explained.
+//!
+//! Times other machines stamp (Prometheus's evaluation time, the API server's
+//! `deletionTimestamp`) are placed on it by their age on the wall clock when they arrive.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+struct Origin {
+    instant: Instant,
+    unix: Duration,
+}
+
+static ORIGIN: OnceLock<Origin> = OnceLock::new();
+
+fn origin() -> &'static Origin {
+    ORIGIN.get_or_init(|| Origin { instant: Instant::now(), unix: wall_now() })
+}
+
+/// Now on the controller's clock.
+pub fn now() -> Duration {
+    let origin = origin();
+    origin.unix + origin.instant.elapsed()
+}
+
+/// A wall-clock time stamped elsewhere, on the controller's clock: as far from now as it is from
+/// the wall clock now.
+pub fn from_wall(t: Duration) -> Duration {
+    // The origin first: its wall reading must not be taken after this one.
+    let now = now();
+    on_timeline(t, wall_now(), now)
+}
+
+/// A wall-clock time as a Unix duration (times before 1970 as 0).
+pub fn unix(t: SystemTime) -> Duration {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+fn wall_now() -> Duration {
+    unix(SystemTime::now())
+}
+
+/// `t` (wall clock) placed on a timeline whose `now` is the wall clock's `wall`.
+fn on_timeline(t: Duration, wall: Duration, now: Duration) -> Duration {
+    if t <= wall {
+        now.saturating_sub(wall - t)
+    } else {
+        now + (t - wall)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_keeps_its_age_when_the_wall_clock_has_stepped() {
+        let s = Duration::from_secs;
+        // The wall clock is 21 s ahead of the controller's: a sample stamped 2 s ago on it is
+        // 2 s old on the controller's clock, not 23 s.
+        assert_eq!(on_timeline(s(1_000), s(1_002), s(981)), s(979));
+        // A stamp from a clock a little ahead of ours stays ahead.
+        assert_eq!(on_timeline(s(1_003), s(1_002), s(981)), s(982));
+        // Older than the timeline's start: 0, not an underflow.
+        assert_eq!(on_timeline(s(0), s(1_002), s(981)), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_clock_starts_at_the_wall_clock_and_never_goes_back() {
+        let first = now();
+        let wall = wall_now();
+        assert!(first.abs_diff(wall) < Duration::from_secs(5), "{first:?} vs the wall's {wall:?}");
+        assert!(now() >= first);
+    }
+}
