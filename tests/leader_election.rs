@@ -4,7 +4,8 @@
 //!
 //! A sampler reads every replica's leadership flag every 50 ms and counts the instants at which
 //! more than one reported leadership: it must be zero, including while a partitioned leader loses
-//! the API server and another replica takes over.
+//! the API server and another replica takes over, and beside a follower whose wall clock runs an
+//! hour ahead.
 
 mod support;
 
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use colocate::live::lease::{LeaderElector, LeaseConfig};
+use colocate::live::lease::{system_clock, Clock, LeaderElector, LeaseConfig};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -59,7 +60,19 @@ struct Replica {
 }
 
 fn spawn_replica(client: Client, lease: &str, name: &'static str, sampler: &Sampler) -> Replica {
-    let elector = Arc::new(LeaderElector::new(Api::namespaced(client, NS), lease_config(lease, name)).unwrap());
+    spawn_replica_with_clock(client, lease, name, sampler, system_clock())
+}
+
+/// A replica whose wall clock (for `renewTime` and `acquireTime`) is `clock`.
+fn spawn_replica_with_clock(
+    client: Client,
+    lease: &str,
+    name: &'static str,
+    sampler: &Sampler,
+    clock: Clock,
+) -> Replica {
+    let elector = LeaderElector::new(Api::namespaced(client, NS), lease_config(lease, name)).unwrap().with_clock(clock);
+    let elector = Arc::new(elector);
     sampler.watch(name, elector.subscribe());
     let (tx, rx) = oneshot::channel::<()>();
     let e = elector.clone();
@@ -334,5 +347,46 @@ async fn partitioned_leader_steps_down_before_the_follower_takes_over() {
     sampler_task.abort();
     sampler.assert_never_two(100);
     a.task.abort();
+    b.task.abort();
+}
+
+/// Wall clocks do not decide expiry: a follower whose wall clock runs an hour ahead (a skewed
+/// node, or a clock stepped after the machine was paused) reads the leader's `renewTime` as an
+/// hour old, and must still follow while the leader renews. It takes over once the leader is gone
+/// and the Lease has stayed unchanged for a lease duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_wall_clock_runs_an_hour_ahead_follows_a_live_leader() {
+    let bed = tokio::task::spawn_blocking(Testbed::start).await.unwrap();
+    let client = Client::try_from(config(&bed).await).expect("client");
+    let lease_name = "colocate-le-skew";
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let (sampler, sampler_task) = Sampler::start();
+
+    let a = spawn_replica(client.clone(), lease_name, "a", &sampler);
+    assert_eq!(wait_for_leader(&sampler, &["a"], Duration::from_secs(10), "a alone").await, "a");
+    let an_hour_ahead: Clock = Arc::new(|| Timestamp::now().checked_add(SignedDuration::from_hours(1)).unwrap());
+    let b = spawn_replica_with_clock(client, lease_name, "b", &sampler, an_hour_ahead);
+    // Three lease durations: b reads the Lease at every retry, every read an hour "old".
+    let until = Instant::now() + LEASE_DURATION * 3;
+    while Instant::now() < until {
+        assert_eq!(sampler.leaders_now(), vec!["a"], "the leader renews: b must follow");
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+    let spec = read_lease(&leases, lease_name).await;
+    assert_eq!((holder(&spec), spec.lease_transitions), (Some("a"), Some(0)));
+
+    // The leader dies; b takes over once the Lease has stayed unchanged for a lease duration.
+    let killed_at = Instant::now();
+    a.task.abort();
+    let limit = LEASE_DURATION + RENEW_INTERVAL + RETRY_PERIOD + SLACK;
+    assert_eq!(wait_for_leader(&sampler, &["b"], limit, "takeover by the follower an hour ahead").await, "b");
+    let takeover = killed_at.elapsed();
+    assert!(takeover >= LEASE_DURATION - RENEW_INTERVAL, "b took over {takeover:?} after the kill");
+    let spec = read_lease(&leases, lease_name).await;
+    assert_eq!((holder(&spec), spec.lease_transitions), (Some("b"), Some(1)));
+    eprintln!("the follower an hour ahead took over {takeover:?} after the leader was killed");
+
+    sampler_task.abort();
+    sampler.assert_never_two(60);
     b.task.abort();
 }

@@ -5,11 +5,12 @@
 //! # Protocol
 //!
 //! Every attempt reads the Lease and [`decide`]s (a pure function of the Lease, our identity and
-//! "now"):
+//! how long we have seen it unchanged):
 //! - no Lease: create it, holding it;
 //! - held by us: renew (`renewTime = now`);
-//! - free (no `holderIdentity`, e.g. released) or expired (`renewTime + leaseDurationSeconds <
-//!   now`): take it over, `leaseTransitions + 1`, `acquireTime = renewTime = now`;
+//! - free (no `holderIdentity`, e.g. released) or expired (its `resourceVersion` unchanged for
+//!   longer than its `leaseDurationSeconds` on our monotonic clock, as client-go's leader election
+//!   judges it): take it over, `leaseTransitions + 1`, `acquireTime = renewTime = now`;
 //! - otherwise follow and retry after `retry_period`.
 //!
 //! Every write is a create or a `replace` carrying the `resourceVersion` that was read, so the API
@@ -28,11 +29,16 @@
 //! publishes `false` by its own timer, independent of any request completing, at least
 //! `lease_duration - renew_deadline` before anyone else may take over.
 //!
-//! Assumption (clock skew): a follower judges expiry by comparing the Lease's `renewTime`, written
-//! with the leader's wall clock, against its own wall clock. The guarantee above therefore holds
-//! as long as the replicas' wall clocks differ by less than `lease_duration - renew_deadline`
-//! (5 s with the defaults; NTP keeps nodes within milliseconds), and as long as a write ends within
-//! that margin of reading `true` (the gate abandons one that would not). Elapsed time on our own side (deadlines, sleeps) uses the monotonic clock.
+//! Clocks: a follower judges expiry by its own monotonic clock, from the moment it first read the
+//! Lease as the leader's last write left it; that read came after the write, so after `t`, and
+//! the follower takes over no earlier than `t + lease_duration`. Wall clocks do not enter: not the
+//! skew between replicas, nor a step of one (NTP, a virtual machine resumed after a pause; one CI
+//! run saw the wall clock jump 21 s, which would have let a follower that compared `renewTime`
+//! with its own wall clock take a live leader's Lease). `renewTime` and `acquireTime` are written
+//! for people and tools. The guarantee holds as long as the replicas' clocks run at about the
+//! same rate and a write ends within `lease_duration - renew_deadline` of reading `true` (the gate
+//! abandons one that would not). A replica that starts beside a Lease a crashed holder left waits
+//! a lease duration from its first read before taking it over.
 //!
 //! # Liveness
 //!
@@ -46,12 +52,12 @@
 //!   too; the Lease is left to expire.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::Api;
 use tokio::sync::watch;
@@ -59,7 +65,7 @@ use tokio::time::Instant;
 
 use crate::live::names::object_key;
 
-/// Wall clock used for `renewTime`/`acquireTime` and for judging expiry (injectable for tests).
+/// Wall clock used for `renewTime`/`acquireTime` (injectable for tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// The system wall clock.
@@ -193,32 +199,35 @@ pub enum Decision {
     /// Another replica holds an unexpired Lease.
     Follow {
         holder: String,
-        /// When it expires unless renewed (by the Lease's own `renewTime`, read against our clock).
-        expires: Timestamp,
+        /// How much longer it must stay unchanged before it expires.
+        expires_in: Duration,
     },
 }
 
-/// When a held Lease expires: `renewTime + leaseDurationSeconds` (`fallback` if the Lease has no
-/// duration). `None` if it has no `renewTime` (treated as expired: no holder ever proved to be
-/// alive).
-pub fn expiry(spec: &LeaseSpec, fallback_duration_seconds: i32) -> Option<Timestamp> {
-    let renewed = spec.renew_time.as_ref()?.0;
-    let secs = spec.lease_duration_seconds.unwrap_or(fallback_duration_seconds).max(0);
-    renewed.checked_add(SignedDuration::from_secs(i64::from(secs))).ok().or(Some(Timestamp::MAX))
-}
-
-/// Decides from the Lease as read (`None`: it does not exist), our identity and our wall clock.
-/// A Lease is expired only strictly after `renewTime + leaseDurationSeconds`.
-pub fn decide(lease: Option<&LeaseSpec>, me: &str, now: Timestamp, fallback_duration_seconds: i32) -> Decision {
+/// Decides from the Lease as read (`None`: it does not exist), our identity and how long we have
+/// seen this very version of it (on our monotonic clock). A held Lease expires only once it has
+/// stayed unchanged for strictly longer than its `leaseDurationSeconds` (`fallback` if it has
+/// none).
+pub fn decide(
+    lease: Option<&LeaseSpec>,
+    me: &str,
+    unchanged_for: Duration,
+    fallback_duration_seconds: i32,
+) -> Decision {
     let Some(spec) = lease else { return Decision::Create };
     let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
     match holder {
         None => Decision::TakeOver { previous: None },
         Some(h) if h == me => Decision::Renew,
-        Some(h) => match expiry(spec, fallback_duration_seconds) {
-            Some(expires) if now <= expires => Decision::Follow { holder: h.to_string(), expires },
-            _ => Decision::TakeOver { previous: Some(h.to_string()) },
-        },
+        Some(h) => {
+            let secs = spec.lease_duration_seconds.unwrap_or(fallback_duration_seconds).max(0);
+            let duration = Duration::from_secs(secs.unsigned_abs().into());
+            if unchanged_for > duration {
+                Decision::TakeOver { previous: Some(h.to_string()) }
+            } else {
+                Decision::Follow { holder: h.to_string(), expires_in: duration - unchanged_for }
+            }
+        }
     }
 }
 
@@ -265,13 +274,21 @@ pub struct LeaderElector {
     config: LeaseConfig,
     clock: Clock,
     leader: watch::Sender<bool>,
+    /// The Lease's `resourceVersion` as last read, and when it was first read so.
+    observed: Mutex<Option<(String, Instant)>>,
 }
 
 impl LeaderElector {
     /// `api` must be namespaced to `config.namespace` (e.g. `Api::namespaced(client, ns)`).
     pub fn new(api: Api<Lease>, config: LeaseConfig) -> Result<LeaderElector, LeaseError> {
         config.validate()?;
-        Ok(LeaderElector { api, config, clock: system_clock(), leader: watch::channel(false).0 })
+        Ok(LeaderElector {
+            api,
+            config,
+            clock: system_clock(),
+            leader: watch::channel(false).0,
+            observed: Mutex::new(None),
+        })
     }
 
     /// Replaces the wall clock (tests).
@@ -396,10 +413,11 @@ impl LeaderElector {
         let cfg = &self.config;
         let current =
             self.request(self.api.get_opt(&cfg.name)).await?.map_err(|e| LeaseError::Api(self.describe(), e))?;
+        let unchanged_for = self.observe(current.as_ref().and_then(|l| l.metadata.resource_version.as_deref()));
         let now = (self.clock)();
         let secs = cfg.lease_duration_seconds();
         let spec = current.as_ref().map(|l| l.spec.clone().unwrap_or_default());
-        let decision = decide(spec.as_ref(), &cfg.identity, now, secs);
+        let decision = decide(spec.as_ref(), &cfg.identity, unchanged_for, secs);
         let Some(new_spec) = next_spec(spec.as_ref(), &decision, &cfg.identity, now, secs) else {
             let Decision::Follow { holder, .. } = decision else { unreachable!("only Follow writes nothing") };
             return Ok(Attempt::Following { holder: Some(holder) });
@@ -431,6 +449,24 @@ impl LeaderElector {
             Ok(_) => Ok(Attempt::Holding),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Following { holder: None }),
             Err(e) => Err(LeaseError::Api(self.describe(), e)),
+        }
+    }
+
+    /// How long the Lease has been at `version` as far as our reads show (0 when it has just
+    /// changed, or has no version).
+    fn observe(&self, version: Option<&str>) -> Duration {
+        let now = Instant::now();
+        let mut observed = self.observed.lock().unwrap_or_else(PoisonError::into_inner);
+        match (version, observed.as_ref()) {
+            (Some(v), Some((seen, since))) if v == seen => now.duration_since(*since),
+            (Some(v), _) => {
+                *observed = Some((v.to_string(), now));
+                Duration::ZERO
+            }
+            (None, _) => {
+                *observed = None;
+                Duration::ZERO
+            }
         }
     }
 
@@ -492,9 +528,13 @@ mod tests {
         }
     }
 
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
     #[test]
     fn absent_lease_is_created_with_zero_transitions() {
-        let d = decide(None, "a", ts(0), 15);
+        let d = decide(None, "a", Duration::ZERO, 15);
         assert_eq!(d, Decision::Create);
         let spec = next_spec(None, &d, "a", ts(0), 15).unwrap();
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
@@ -505,37 +545,48 @@ mod tests {
     }
 
     #[test]
-    fn lease_held_by_other_is_followed_until_strictly_after_expiry() {
+    fn lease_held_by_other_is_followed_until_unchanged_for_strictly_longer_than_its_duration() {
         let spec = held("b", 0, Some(15), 3);
-        for now in [-5, 0, 10, 15] {
+        for seen in [0, 10, 15] {
             assert_eq!(
-                decide(Some(&spec), "a", ts(now), 15),
-                Decision::Follow { holder: "b".into(), expires: ts(15) },
-                "at {now}"
+                decide(Some(&spec), "a", secs(seen), 15),
+                Decision::Follow { holder: "b".into(), expires_in: secs(15 - seen) },
+                "unchanged for {seen} s"
             );
         }
-        assert_eq!(decide(Some(&spec), "a", ts(16), 15), Decision::TakeOver { previous: Some("b".into()) });
-        // One microsecond past expiry is enough.
-        let just_after = ts(15).checked_add(SignedDuration::from_micros(1)).unwrap();
+        assert_eq!(decide(Some(&spec), "a", secs(16), 15), Decision::TakeOver { previous: Some("b".into()) });
+        // One microsecond past the duration is enough.
+        let just_after = secs(15) + Duration::from_micros(1);
         assert_eq!(decide(Some(&spec), "a", just_after, 15), Decision::TakeOver { previous: Some("b".into()) });
     }
 
     #[test]
+    fn the_leases_renew_time_does_not_decide_expiry() {
+        // Written by a clock far behind ours (or long ago, by a holder we have not watched): we
+        // have not seen it unchanged for a lease duration, so its holder may still be renewing.
+        let mut spec = held("b", -3_600, Some(15), 0);
+        assert!(matches!(decide(Some(&spec), "a", secs(1), 15), Decision::Follow { .. }));
+        spec.renew_time = None;
+        assert!(matches!(decide(Some(&spec), "a", secs(1), 15), Decision::Follow { .. }));
+        assert!(matches!(decide(Some(&spec), "a", secs(16), 15), Decision::TakeOver { .. }));
+    }
+
+    #[test]
     fn expiry_uses_the_leases_own_duration_not_ours() {
-        // The holder wrote 60 s; our config says 15 s: still held at +30 s.
+        // The holder wrote 60 s; our config says 15 s: still held after 30 s unchanged.
         let spec = held("b", 0, Some(60), 0);
-        assert!(matches!(decide(Some(&spec), "a", ts(30), 15), Decision::Follow { .. }));
-        assert!(matches!(decide(Some(&spec), "a", ts(61), 15), Decision::TakeOver { .. }));
+        assert!(matches!(decide(Some(&spec), "a", secs(30), 15), Decision::Follow { .. }));
+        assert!(matches!(decide(Some(&spec), "a", secs(61), 15), Decision::TakeOver { .. }));
         // Without a duration on the Lease, ours applies.
         let spec = held("b", 0, None, 0);
-        assert!(matches!(decide(Some(&spec), "a", ts(15), 15), Decision::Follow { .. }));
-        assert!(matches!(decide(Some(&spec), "a", ts(16), 15), Decision::TakeOver { .. }));
+        assert!(matches!(decide(Some(&spec), "a", secs(15), 15), Decision::Follow { .. }));
+        assert!(matches!(decide(Some(&spec), "a", secs(16), 15), Decision::TakeOver { .. }));
     }
 
     #[test]
     fn takeover_of_an_expired_lease_counts_a_transition_and_resets_acquire_time() {
         let spec = held("b", 0, Some(15), 3);
-        let d = decide(Some(&spec), "a", ts(20), 15);
+        let d = decide(Some(&spec), "a", secs(20), 15);
         let new = next_spec(Some(&spec), &d, "a", ts(20), 10).unwrap();
         assert_eq!(new.holder_identity.as_deref(), Some("a"));
         assert_eq!(new.lease_transitions, Some(4));
@@ -548,18 +599,18 @@ mod tests {
     fn released_lease_is_taken_over_at_once_and_counts_a_transition() {
         let mut spec = held("b", 0, Some(15), 2);
         spec.holder_identity = None;
-        let d = decide(Some(&spec), "a", ts(1), 15);
+        let d = decide(Some(&spec), "a", Duration::ZERO, 15);
         assert_eq!(d, Decision::TakeOver { previous: None });
         assert_eq!(next_spec(Some(&spec), &d, "a", ts(1), 15).unwrap().lease_transitions, Some(3));
         spec.holder_identity = Some(String::new());
-        assert_eq!(decide(Some(&spec), "a", ts(1), 15), Decision::TakeOver { previous: None });
+        assert_eq!(decide(Some(&spec), "a", Duration::ZERO, 15), Decision::TakeOver { previous: None });
     }
 
     #[test]
     fn lease_held_by_self_is_renewed_without_a_transition_even_if_expired() {
         let spec = held("a", 0, Some(15), 5);
-        for now in [1, 100] {
-            let d = decide(Some(&spec), "a", ts(now), 15);
+        for now in [1_i64, 100] {
+            let d = decide(Some(&spec), "a", secs(now.unsigned_abs()), 15);
             assert_eq!(d, Decision::Renew);
             let new = next_spec(Some(&spec), &d, "a", ts(now), 15).unwrap();
             assert_eq!(new.lease_transitions, Some(5));
@@ -569,16 +620,9 @@ mod tests {
     }
 
     #[test]
-    fn held_lease_without_renew_time_is_expired() {
-        let mut spec = held("b", 0, Some(15), 0);
-        spec.renew_time = None;
-        assert_eq!(decide(Some(&spec), "a", ts(0), 15), Decision::TakeOver { previous: Some("b".into()) });
-    }
-
-    #[test]
     fn follow_writes_nothing() {
         let spec = held("b", 0, Some(15), 0);
-        let d = decide(Some(&spec), "a", ts(1), 15);
+        let d = decide(Some(&spec), "a", secs(1), 15);
         assert_eq!(next_spec(Some(&spec), &d, "a", ts(1), 15), None);
     }
 
