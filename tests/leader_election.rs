@@ -128,6 +128,15 @@ impl Sampler {
         self.flags.lock().unwrap().iter().filter(|(_, rx)| *rx.borrow()).map(|(n, _)| *n).collect()
     }
 
+    /// Checks every 50 ms for `long` that `leader`, and no other replica, leads.
+    async fn assert_sole_leader_for(&self, leader: &'static str, long: Duration, why: &str) {
+        let until = Instant::now() + long;
+        while Instant::now() < until {
+            assert_eq!(self.leaders_now(), vec![leader], "leadership must stay with {leader}: {why}");
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
+    }
+
     #[track_caller]
     fn assert_never_two(&self, min_samples: usize) {
         let n = self.samples.load(Ordering::SeqCst);
@@ -187,11 +196,7 @@ async fn one_leader_kill_takeover_and_graceful_release() {
     assert_eq!(spec.lease_duration_seconds, Some(3));
 
     // Stable for longer than a lease duration (3 renews): same leader, the other follows.
-    let stable_until = Instant::now() + LEASE_DURATION + RENEW_INTERVAL;
-    while Instant::now() < stable_until {
-        assert_eq!(sampler.leaders_now(), vec![first], "leadership must stay with {first} while it renews");
-        tokio::time::sleep(SAMPLE_EVERY).await;
-    }
+    sampler.assert_sole_leader_for(first, LEASE_DURATION + RENEW_INTERVAL, "it renews").await;
     let spec = read_lease(&leases, lease_name).await;
     assert_eq!(holder(&spec), Some(first));
     assert_eq!(spec.lease_transitions, Some(0), "renewals are not transitions");
@@ -367,11 +372,7 @@ async fn a_follower_whose_wall_clock_runs_an_hour_ahead_follows_a_live_leader() 
     let an_hour_ahead: Clock = Arc::new(|| Timestamp::now().checked_add(SignedDuration::from_hours(1)).unwrap());
     let b = spawn_replica_with_clock(client, lease_name, "b", &sampler, an_hour_ahead);
     // Three lease durations: b reads the Lease at every retry, every read an hour "old".
-    let until = Instant::now() + LEASE_DURATION * 3;
-    while Instant::now() < until {
-        assert_eq!(sampler.leaders_now(), vec!["a"], "the leader renews: b must follow");
-        tokio::time::sleep(SAMPLE_EVERY).await;
-    }
+    sampler.assert_sole_leader_for("a", LEASE_DURATION * 3, "it renews: b must follow").await;
     let spec = read_lease(&leases, lease_name).await;
     assert_eq!((holder(&spec), spec.lease_transitions), (Some("a"), Some(0)));
 
