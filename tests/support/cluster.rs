@@ -466,7 +466,9 @@ impl Controller {
             .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--lease-namespace", "default"])
             .args(flags)
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,kube=warn")
+            // COLOCATE_TEST_RUST_LOG: a finer filter for a run under study (say
+            // `info,kube=warn,colocate::live::controller::decider=debug`).
+            .env("RUST_LOG", std::env::var("COLOCATE_TEST_RUST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
             .env_remove("COLOCATE_CONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

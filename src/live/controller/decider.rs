@@ -111,6 +111,16 @@ impl Decider {
             intents = tracing::field::Empty
         );
         let _entered = span.enter();
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            // What the decision read of each service's load: a live decision and its replay
+            // can only be compared sample by sample (docs/spike-replay.md).
+            for s in &snap.services {
+                if let Some(newest) = s.load.last() {
+                    tracing::debug!(service = %s.name, load = newest.value, age = ?now.saturating_sub(newest.at),
+                        samples = s.load.len(), "load read");
+                }
+            }
+        }
         let decision = self.core.decide(snap);
         let fresh = self.metrics.observe_decision(&decision, snap, started.elapsed());
         self.metrics.record_decision();
