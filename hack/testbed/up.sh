@@ -72,10 +72,15 @@ port_free() {
     ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
   fi
 }
+# Below the kernel's ephemeral range: a port picked inside it can be taken by any outgoing
+# connection before its server binds it (CI saw kube-controller-manager's secure port, picked
+# from 20000-49999, in use 2 s later: "bind: address already in use").
+read -r EPHEMERAL_LOW _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || EPHEMERAL_LOW=32768
+if (( EPHEMERAL_LOW > 12000 )); then PORT_BASE=10000; PORT_SPAN=$((EPHEMERAL_LOW - 10000)); else PORT_BASE=20000; PORT_SPAN=30000; fi
 pick_port() {
   local p
   while :; do
-    p=$((20000 + RANDOM % 30000))
+    p=$((PORT_BASE + RANDOM % PORT_SPAN))
     [[ $PICKED == *" $p "* ]] && continue
     port_free "$p" && { PICKED+="$p "; echo "$p"; return; }
   done
