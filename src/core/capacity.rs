@@ -241,11 +241,11 @@ pub fn node_rooms(
 
 /// Whether worker `p` is a scheduler's victim that holds its node past the time a release of
 /// its job takes: victims leave with their whole grace period (30 s by default), where masters
-/// that release in place or fast free room in seconds. Counted as room, such a victim took the
-/// place of the releases that would have made room for the pods due before it is gone: live,
-/// after the flash crowd's 30 s step, 14 victims' 28 CPU (session 30), so the next step's pods
-/// preempted ten more workers. Only victims: a worker its master released is deleted with the
-/// pod's grace period too and may be re-deleted with a shorter one a moment later (the
+/// that release in place or fast free room in seconds. Counted as room, such a victim takes the
+/// place of the releases that would make room for the pods due before it is gone: live, after
+/// the flash crowd's 30 s step, 14 victims hold 28 CPU, and counting it as room lets the next
+/// step's pods preempt ten more workers. Only victims: a worker its master released is deleted
+/// with the pod's grace period too and may be re-deleted with a shorter one a moment later (the
 /// reference master's 5 s releases), and holding it would release more for room already
 /// released. A second's slack: a `deletionTimestamp` has whole seconds.
 fn victim_outlasts_a_release(snap: &Snapshot, index: &PodIndex, p: usize) -> bool {

@@ -27,8 +27,9 @@ pub struct Memory {
     waiting_since: HashMap<String, Duration>,
     /// Per job: the target of its last shrink and the workers that shrink named (with those of
     /// earlier shrinks still there). Between the command and the pods' deletion they are bound
-    /// and not terminating; planned again as if staying, they took the room of the workers that
-    /// stay, which were then named in turn (the live two-job spike: 5 released for 4).
+    /// and not terminating; planned again as if staying, they would take the room of the
+    /// workers that stay, which would then be named in turn (on a live two-job spike: 5
+    /// released for 4).
     leaving: HashMap<String, (u32, Vec<String>)>,
 }
 

@@ -199,21 +199,20 @@ pub fn release_lead(snap: &Snapshot, config: &Config) -> Duration {
 /// onset dilute the window's slope, and a windowed request rate keeps rising for a whole window
 /// after a load step, so a third that rises throughout is the step showing, not noise. Sampled
 /// so sparsely that the third holds two samples (every 5 s or more in a 30 s window), one uptick
-/// would pass, so the rule stays off there. Without the rule the reservation lagged the rise by
-/// most of a window: on the real scheduler WorldCup98's flash crowd lost 3-4 workers to
-/// preemption in two of three runs with 5 s releases (0 with it), and the flash crowd with 30 s
-/// releases left 30-35% of the baseline's pending pod-s (21.7-22.8%). It reserves earlier on
-/// long rises of a noisy load too, at an allocation cost (docs/spike-replay/4-sessions-26-31.md, "A rise the
-/// window has only begun to show").
+/// would pass, so the rule stays off there. Without the rule the reservation lags the rise by most
+/// of a window: on the test bed's real kube-scheduler, WorldCup98's flash crowd with 5 s releases
+/// loses 3-4 workers to preemption in two of three runs (none with the rule), and the flash crowd
+/// with 30 s releases leaves 30-35% of the baseline's pending pod-s (21.7-22.8% with it). The rule
+/// reserves earlier on long rises of a noisy load too, at an allocation cost.
 ///
 /// The window ends at the newest sample, not at `now`, and its edge lies half a sampling gap
 /// inside it: the trend is a property of the samples, so every decision between two samples
-/// sees the same one. Measured from `now`, a sample slid out of the window between two
-/// decisions on the same data: on the flash crowd, replay (deciding every 0.1 s) released two
-/// more workers 0.1 s after a sample that the live controller (deciding on events) kept
-/// (docs/spike-replay/3-sessions-21-25.md, "One trend per sample"). Samples older than the window are no trend.
-/// `samples` are oldest first (the sampler's history and replay's both keep them so): the
-/// newest is the last, and the gap is the last two's.
+/// sees the same one. Measured from `now`, a sample would slide out of the window between two
+/// decisions on the same data: on the flash crowd, replay (deciding every 0.1 s) would release
+/// two more workers 0.1 s after a sample, which the live controller (deciding on events) keeps.
+/// Samples older than the window are no trend. `samples` are oldest first (the sampler's
+/// history and replay's both keep them so): the newest is the last, and the gap is the last
+/// two's.
 ///
 /// `None` where the samples say nothing of a trend: none inside the window (or all older than
 /// it), or fewer than two there (the first fresh sample after an outage). 1.0 where they say the
@@ -233,14 +232,13 @@ pub fn load_trend_factor(samples: &[Sample], now: Duration, window: Duration, ho
     Some((last + rate * horizon.as_secs_f64()) / last)
 }
 
-/// Whether `pts` rise at every sample, at least twice (of two samples, "rising throughout" is
-/// any uptick of noise). A value repeated exactly between two rises is the same data seen
-/// again, not a pause: a Prometheus that scrapes as often as colocate samples answers two
-/// queries from the same scrapes whenever the two clocks drift across each other (a rate is
-/// the same to the last bit only then), and on the test bed one such repeat in WorldCup98's
-/// rise switched the onset off for a whole third (692 pending pod-s against replay's 461;
-/// docs/spike-replay/5-sessions-32-37.md, session 37). A repeat first or last is not between
-/// rises: a flat start is the load before the rise, and a flat end may be a plateau.
+/// Whether `pts` rise at every sample, at least twice (of two samples, "rising throughout" is any
+/// uptick of noise). A value repeated exactly between two rises is the same data seen again, not a
+/// pause: a Prometheus that scrapes as often as colocate samples answers two queries from the same
+/// scrapes whenever the two clocks drift across each other (a rate is the same to the last bit only
+/// then). Counted as a pause, one such repeat in WorldCup98's rise on the test bed switches the
+/// onset off for a whole third: 692 pending pod-s against replay's 461. A repeat first or last is
+/// not between rises: a flat start is the load before the rise, and a flat end may be a plateau.
 fn rises_throughout(pts: &[(f64, f64)]) -> bool {
     let n = pts.len();
     n >= 3 && pts[1].1 > pts[0].1 && pts[n - 1].1 > pts[n - 2].1 && pts.windows(2).all(|w| w[1].1 >= w[0].1)
@@ -381,7 +379,7 @@ mod tests {
         let (f, ..) = trend(&onset);
         assert!((f - (200.0 + 10.0 * 15.0) / 200.0).abs() < 1e-9, "the onset's own slope: {f}");
         // The same rise with one dip in the newest third: noise, so the smaller (whole window's)
-        // slope, as before the onset rule.
+        // slope, as without the onset rule.
         let mut dipped = onset.clone();
         dipped[25].value = dipped[23].value;
         let (f, whole, _) = trend(&dipped);

@@ -1,18 +1,17 @@
 //! The rise of a service's HPA metric from one sync to the next: the only trend there is when
 //! the controller has no load signal, or its samples give none (too few fresh ones).
 //!
-//! Without a request rate the core sees demand only as the HPA does, at its syncs: its metric
-//! times the replicas it was measured on. The HPA's first step after a load step is capped
-//! (max(+100%, +4 pods) per sync) and measures a load the metrics pipeline has only half shown,
-//! so reserving for that level alone releases the room for the second step one sync too late,
-//! and with 30 s releases its pods wait a whole release (docs/spike-replay/4-sessions-26-31.md, "The HPA's
-//! metric as a trend"). When demand rose beyond the HPA's tolerance at its last sync and the HPA
-//! decided on its scale-up limit (it could not follow the rise), demand is assumed to rise as
-//! much at each sync within the lead, at most two syncs ahead (the half-shown step shows in
-//! full by then). The assumption ends at the next sync without such a rise, or once 1.5 sync
-//! periods pass without a sync. A rise the HPA follows in one step is taken as a step: on the
-//! test bed, extrapolating every rise made a 2 -> 6 scale-up release twice the room it needed,
-//! from two jobs instead of one.
+//! Without a request rate the core sees demand only as the HPA does, at its syncs: its metric times
+//! the replicas it was measured on. The HPA's first step after a load step is capped (max(+100%, +4
+//! pods) per sync) and measures a load the metrics pipeline has only half shown, so reserving for
+//! that level alone releases the room for the second step one sync too late, and with 30 s releases
+//! its pods wait a whole release. When demand rose beyond the HPA's tolerance at its last sync and
+//! the HPA decided on its scale-up limit (it could not follow the rise), demand is assumed to rise
+//! as much at each sync within the lead, at most two syncs ahead (the half-shown step shows in full
+//! by then). The assumption ends at the next sync without such a rise, or once 1.5 sync periods
+//! pass without a sync. A rise the HPA follows in one step is taken as a step: on the test bed,
+//! extrapolating every rise makes a 2 -> 6 scale-up release twice the room it needs, from two jobs
+//! instead of one.
 //!
 //! Assumed, not measured: the metric is measured on the replicas ready at the sync. Kubernetes
 //! leaves pods that just became ready out of the CPU average for a while; demand is then read on

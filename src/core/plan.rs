@@ -137,8 +137,8 @@ pub fn plan_jobs(
     for p in &mut pods {
         // Kept oldest first, so a node's newest workers are released: the ones kube-scheduler's
         // preemption takes first. An online pod that preempts on the node then picks a worker
-        // already leaving, where releasing by name left a newer one running for it to kill
-        // (WorldCup98, session 33).
+        // already leaving; releasing any other would leave a newer one running for it to kill
+        // (as kube-scheduler did on the test bed's WorldCup98 spike).
         p.bound.sort_by(|a, b| {
             let newest_last = |w: &Worker| (w.started.is_none(), w.started);
             a.node.cmp(&b.node).then_with(|| newest_last(a).cmp(&newest_last(b))).then_with(|| a.name.cmp(b.name))

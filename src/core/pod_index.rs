@@ -1,8 +1,9 @@
 //! Each pod's node, service and job as positions in the snapshot, looked up once per decision.
 //!
-//! Every pass of a decision (calibration, online needs, node rooms, latency guard, the job plan)
-//! walks the pods and needs to know where each one is and whom it belongs to. Looking the names
-//! up in every pass was most of a decision at 150,000 pods (`docs/scale.md`); this does it once.
+//! Every pass of a decision (calibration, online needs, node rooms, latency guard, the job
+//! plan) walks the pods and needs to know where each one is and whom it belongs to. Looking the
+//! names up in every pass takes most of a decision at 150,000 pods (`benches/live_state.rs`);
+//! this does it once.
 
 use super::name_map::NameMap;
 use super::snapshot::{PodClass, SharedName, Snapshot};

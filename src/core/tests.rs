@@ -60,7 +60,7 @@ fn a_shrink_releases_a_nodes_newest_workers() {
         }
         the_intent(&decide_once(Config::default(), &s), "a").release_pods.clone()
     };
-    // By name, where all started together (a-2 was the choice before starts were known).
+    // By name, where all started together: the last name goes first.
     assert_eq!(released([Some(10), Some(10), Some(10)]), ["a-2"]);
     assert_eq!(released([Some(10), Some(12), Some(11)]), ["a-1"]);
     assert_eq!(released([Some(12), Some(10), Some(11)]), ["a-0"]);
