@@ -40,12 +40,12 @@ pub enum Removal {
     /// As the test bed's nodes remove it (`hack/testbed/kwok-graceful-delete.yaml`, a kubelet's
     /// stand-in): one second after its `deletionTimestamp`, which the API server sets to the
     /// request plus the grace period and stores in whole wall-clock seconds. So (0, 1] s after
-    /// the grace period, and where in that second hangs on [`Cluster::wall_phase_s`]: every
-    /// pod deleted in one wall-clock second is gone at the same instant. Live (WorldCup98,
-    /// `--v=5` runs of sessions 32 and 33) the 40 s sync's releases, deleted 0.20-0.26 s after
-    /// it, were gone at 71.04-71.14 s in a run whose wall seconds began 0.032 s after the
-    /// window's, at 70.77-70.89 s in one where they began 0.749 s after: as this rule has it
-    /// (71.03, 70.75). A fixed half second put them at 70.5 s in every draw.
+    /// the grace period, and where in that second hangs on [`Cluster::wall_phase_s`]: every pod
+    /// deleted in one wall-clock second is gone at the same instant. In two `--v=5` runs of the
+    /// WorldCup98 spike on the test bed the 40 s sync's releases, deleted 0.20-0.26 s after it,
+    /// are gone at 71.04-71.14 s in a run whose wall seconds begin 0.032 s after the window's,
+    /// at 70.77-70.89 s in one where they begin 0.749 s after: as this rule has it (71.03,
+    /// 70.75). A fixed half second would put them at 70.5 s in every draw.
     SecondAfterDeletionTimestamp,
 }
 
@@ -165,8 +165,8 @@ pub struct Cluster {
     /// swaps it with the last; the cache's `UpdatePod` is `RemovePod` then `AddPod`). A
     /// preemption ranks a node's candidates in this order with Go's unstable `sort.Slice`, so
     /// among workers of one priority that started in the same second it takes the last ones:
-    /// usually the ones a master has just deleted, already leaving (session 31's analysis: this
-    /// rule predicted 303 of 307 of a live run's single-victim choices). A pod's node is
+    /// usually the ones a master has just deleted, already leaving (this rule predicts 303 of
+    /// the 307 single-victim choices in a live run's `--v=5` scheduler log). A pod's node is
     /// [`SimPod::node`]; this is only the order.
     node_pods: Vec<Vec<PodId>>,
     /// Where kube-scheduler's choice is left to chance (nodes that rank alike for a preemption:
@@ -425,12 +425,12 @@ impl Cluster {
         // priority queue is never empty of them long enough to reach a worker: each failing
         // online pod's attempt takes its cycle (about 16 ms each at --v=5, dozens of them woken
         // by one freed node), and the ReplicaSet adds another every 50 ms. A pass that tried
-        // workers then gave a freed node's room to replacements, which the next online pods
-        // preempted (WorldCup98 replayed 5 of 15 kills on workers bound under 30 s before; live
-        // 0-1, session 30). Once every online pod fits, each takes about a millisecond and the
-        // queue runs dry between two creations: live, the scheduler then tries the waiting
-        // workers, and the scale-up's later pods preempt them (session 31: three replacements
-        // bound at 70.7 s, killed at 71.6 s).
+        // workers then would give a freed node's room to replacements, which the next online
+        // pods preempt (replayed so, WorldCup98 has 5 of its 15 kills on workers bound under
+        // 30 s before; live, 0-1). Once every online pod fits, each takes about a millisecond
+        // and the queue runs dry between two creations: live, the scheduler then tries the
+        // waiting workers, and the scale-up's later pods preempt them (in a WorldCup98 run:
+        // three replacements bound at 70.7 s, killed at 71.6 s).
         let mut online_failed = false;
         for id in pending {
             // An earlier preemption in this pass may have deleted it (a gang's pending workers).

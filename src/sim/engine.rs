@@ -211,25 +211,25 @@ impl<'a> World<'a> {
                 self.set_replicas(s, desired);
             }
         }
-        // kube-scheduler tries new pods within milliseconds of the HPA's scale; the controller's
-        // releases reach the masters later (it reads the HPA's status, then calls them). A --v=5
-        // scheduler log of the flash crowd: 50 pods created at 38.50 s preempted from 38.55 s to
-        // 38.70 s; colocate's intent came at 38.54 s and the first release was actuated at
-        // 39.6 s. So pods that do not fit preempt running workers before colocate's releases of
-        // this step take effect. But colocate decided on what it saw before those preemptions
-        // (on 2026-11-26 its intent came 14 ms before the first new pod even existed): it
-        // releases for the whole step, not for what the victims leave over. Deciding after them,
-        // replay released 6 workers where live released 12 (flash crowd, in place).
+        // kube-scheduler tries new pods within milliseconds of the HPA's scale; the
+        // controller's releases reach the masters later (it reads the HPA's status, then calls
+        // them). A --v=5 scheduler log of the flash crowd: 50 pods created at 38.50 s preempt
+        // from 38.55 s to 38.70 s; colocate's intent comes at 38.54 s and the first release is
+        // actuated at 39.6 s. So pods that do not fit preempt running workers before colocate's
+        // releases of this step take effect. But colocate decides on what it saw before those
+        // preemptions (in such a log its intent can come 14 ms before the first new pod even
+        // exists): it releases for the whole step, not for what the victims leave over.
+        // Deciding after them, replay would release 6 workers where live releases 12 (flash
+        // crowd, in place).
         let intents = (self.policy == Policy::Colocate).then(|| self.colocate_decide());
         self.schedule();
-        // A pod whose grace period ends now is gone a moment later (a kubelet removes a pod only
-        // once its grace period is over, then reports it and deletes it): the pods this moment
-        // created meet the scheduler first. Its room frees after they preempted and were
-        // nominated onto it, and kube-scheduler binds a nominated pod only beside every other pod
-        // nominated to its node: the flash crowd's 30 s releases, made at an HPA sync, freed room
-        // that waited 15 s (docs/spike-replay/3-sessions-21-25.md, "The release that lands after the sync").
-        // Removed first, it went to the pods already waiting, and replay sat at the lucky end of
-        // the live runs.
+        // A pod whose grace period ends now is gone a moment later (a kubelet removes a pod
+        // only once its grace period is over, then reports it and deletes it): the pods this
+        // moment created meet the scheduler first. Its room frees after they preempted and were
+        // nominated onto it, and kube-scheduler binds a nominated pod only beside every other
+        // pod nominated to its node: live, the flash crowd's 30 s releases, made at an HPA
+        // sync, free room that waits 15 s. Removed first, it would go to the pods already
+        // waiting, and replay would sit at the lucky end of the live runs.
         self.cluster.reap(now);
         match intents {
             Some(intents) => self.colocate_apply(intents),
@@ -389,9 +389,9 @@ impl<'a> World<'a> {
             if self.jobs[j].answers_at > self.now + 1e-9 {
                 continue;
             }
-            // A master that releases in place answers a shrink once the kubelet has reported its
-            // resizes (`example-master --release-in-place`; live, 1.5 s after the intent at the
-            // flash crowd's 30 s step, session 29); the others answer at once.
+            // A master that releases in place answers a shrink once the kubelet has reported
+            // its resizes (`example-master --release-in-place`; live, 1.5 s after the intent at
+            // the flash crowd's 30 s step); the others answer at once.
             if self.scenario.spec.jobs[j].release_in_place && intent.target < self.jobs[j].target {
                 self.jobs[j].answers_at = self.now + self.scenario.spec.release_time(j).as_secs_f64();
             }
@@ -524,8 +524,8 @@ pub(super) struct Accumulator {
 
 /// Mean of the load over `[from, to]` (clamped at 0): what a rate over that window reports.
 /// Exact, as a Prometheus rate of a counter is: averaged at 16 points a second apart, a step of
-/// WorldCup98's trace read up to 7% high in the seconds after it, and replay released workers a
-/// sample before live did (docs/spike-replay/3-sessions-21-25.md, "A coarse integral of a stepped trace").
+/// WorldCup98's trace reads up to 7% high in the seconds after it, and replay would release
+/// workers a sample before live does.
 pub fn mean_load(curve: &LoadCurve, from: f64, to: f64) -> f64 {
     // An empty or reversed span reads the value at `from`: `LoadCurve::mean` sees to that.
     curve.mean(from.max(0.0), to)

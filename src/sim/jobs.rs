@@ -100,13 +100,13 @@ impl SimJob {
 
     /// The name of the job's next worker: `<job>-worker-<n>`, or with [`SimJob::random_names`]
     /// `<job>-worker-` and eight random characters drawn from `seed` (the cluster's
-    /// [`tie_seed`](super::cluster::Cluster::tie_seed)). A window needs the random ones: colocate
-    /// keeps a node's workers in name order and kube-scheduler preempts the youngest, so names
-    /// in creation order make colocate release the very workers preemption would pick next
-    /// (live, a ReplicaSet's names say nothing of age). Numbered instead, the fill's workers
-    /// were released youngest first, and replacements (`-worker-0`, ...) kept before them: the
-    /// WorldCup spike's `load-signal-grace30` had 8 of 9 victims at its 55 s sync already
-    /// leaving in replay, 1 of 9 live.
+    /// [`tie_seed`](super::cluster::Cluster::tie_seed)). A window needs the random ones:
+    /// colocate keeps a node's workers in name order and kube-scheduler preempts the youngest,
+    /// so names in creation order make colocate release the very workers preemption would pick
+    /// next (live, a ReplicaSet's names say nothing of age). Numbered, the fill's workers would
+    /// be released youngest first, and replacements (`-worker-0`, ...) kept before them: the
+    /// WorldCup spike's `load-signal-grace30` would have 8 of 9 victims at its 55 s sync
+    /// already leaving in replay, against 1 of 9 live.
     pub fn next_worker_name(&mut self, seed: u64) -> String {
         let n = self.next_worker;
         self.next_worker += 1;

@@ -7,11 +7,12 @@ use super::cluster::{Cluster, PodId};
 use super::engine::World;
 use super::jobs::{Phase, SimJob};
 
-/// How long after colocate's intent a master's deletes of the workers it releases reach the
-/// API server, in a window replayed beside a live run: 140-187 ms after the HPA's sync in
-/// session 32's `--v=5` logs of WorldCup98 (colocate reads the HPA's status and calls the
-/// master, which deletes its released workers at once). It decides the wall-clock second of
-/// their `deletionTimestamp`, and so when they are gone ([`Removal`]). 0 in a full replay.
+/// How long after colocate's intent a master's deletes of the workers it releases reach the API
+/// server, in a window replayed beside a live run: 140-187 ms after the HPA's sync in `--v=5`
+/// scheduler logs of the WorldCup98 spike on the test bed (colocate reads the HPA's status and
+/// calls the master, which deletes its released workers at once). It decides the wall-clock
+/// second of their `deletionTimestamp`, and so when they are gone ([`Removal`]). 0 in a full
+/// replay.
 ///
 /// [`Removal`]: super::cluster::Removal
 const MASTER_DELETE_AFTER_S: f64 = 0.17;

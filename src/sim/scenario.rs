@@ -1,4 +1,4 @@
-//! Scenario format v1 (`docs/scenario-v1.md`): parsing with the path and line of every error,
+//! Scenario format v1 (`docs/scenario-format.md`): parsing with the path and line of every error,
 //! the traces read, and the checks serde cannot express. The types are in `spec.rs` (re-exported
 //! here).
 

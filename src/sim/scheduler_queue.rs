@@ -9,10 +9,10 @@
 //! synchronous while `SchedulerAsyncAPICalls` is off, as it is by default in 1.34), the binding
 //! goroutines (one bind each) and the preemption goroutines (each victim deleted, and marked
 //! `DisruptionTarget` the first time). Once the burst is spent, the loop waits for the
-//! goroutines' calls as well as its own: in WorldCup98's 70 s sync on the test bed (session
-//! 38, `--v=5`) 43 preemptions of 2-4 victims each were made in the first second and the
-//! client throttled 68 calls over the next two, so the sync's last pods were first tried
-//! 1.9 s after its first.
+//! goroutines' calls as well as its own: kube-scheduler's `--v=5` log of WorldCup98's 70 s sync
+//! on the test bed shows 43 preemptions of 2-4 victims each in the first second and the client
+//! throttling 68 calls over the next two, so the sync's last pods are first tried 1.9 s after
+//! its first.
 //!
 //! **Backoff.** A pod that failed waits in the unschedulable pods until an event may help it
 //! (room freed); then it goes to the active queue if its backoff is over, else to the backoff
@@ -21,26 +21,27 @@
 //! queue is flushed on each wall-clock second (`backoff_queue.go`: `getBackoffTime`,
 //! `alignToWindow`, `isPodBackingoff`). The active queue goes first (priority, then the time
 //! the pod was queued: created, or last failed); the backoff queue only when the active one is
-//! empty (`SchedulerPopFromBackoffQ`, beta and on since 1.33). Live, this is what left 22 NGINX
-//! pods Unschedulable for 12 s beside 19 free CPUs: when a release's room freed, the pods
-//! nominated for it were backing off from their first failure, a newer pod still in the active
-//! queue found that room held for them, preempted one more leaving worker on the node and was
-//! nominated there too, and then nine nominated pods each found the room the other eight held
-//! (docs/spike-replay/7-session-38.md).
+//! empty (`SchedulerPopFromBackoffQ`, beta and on since 1.33). On the test bed this leaves 22
+//! NGINX pods Unschedulable for 12 s beside 19 free CPUs in WorldCup98's spike: when a
+//! release's room frees, the pods nominated for it are backing off from their first failure, a
+//! newer pod still in the active queue finds that room held for them, preempts one more leaving
+//! worker on the node and is nominated there too, and then nine nominated pods each find the
+//! room the other eight hold.
 
 /// How long one scheduling attempt that ends in a preemption keeps kube-scheduler's loop busy
 /// (its dry run over every node): 8.7-26 ms a preemption, median 14.5 ms, in the six bursts of
-/// two `--v=5` logs of the WorldCup98 spike (session 32; a preemption's API calls run
+/// two `--v=5` logs of the WorldCup98 spike on the test bed (a preemption's API calls run
 /// asynchronously, `SchedulerAsyncPreemption`, on by default since 1.33). It decides whose
-/// victims a master's releases can be: on the 55 s sync the scheduler had started 7 of 26
-/// preemptions when the master's deletes of that sync's releases reached it (140-155 ms after
-/// the sync), and the other 19 mostly picked those workers, already leaving, as victims.
-/// Replay tried every pod of a sync before the releases of its step land: 5 running workers
-/// killed at the 40 s sync where live killed 3, and 17 in all where live killed 6-8.
+/// victims a master's releases can be: on the 55 s sync the scheduler has started 7 of 26
+/// preemptions when the master's deletes of that sync's releases reach it (140-155 ms after the
+/// sync), and the other 19 mostly pick those workers, already leaving, as victims. A replay
+/// that tried every pod of a sync before the releases of its step land would kill 5 running
+/// workers at the 40 s sync where live kills 3, and 17 in all where live kills 6-8.
 pub const PREEMPTION_ATTEMPT_S: f64 = 0.0145;
 
 /// An attempt that binds the pod or fails without a preemption: 13 binds in 21 ms when 19
-/// nominated pods found their room at once (session 38's `--v=5` log).
+/// nominated pods find their room at once (kube-scheduler's `--v=5` log of the WorldCup98
+/// spike).
 pub const PLAIN_ATTEMPT_S: f64 = 0.0016;
 
 /// kube-scheduler's client: `--kube-api-qps`, `--kube-api-burst` (defaults).

@@ -1,4 +1,4 @@
-//! The scenario file's types (scenario format v1 and v1.1, `docs/scenario-v1.md`), as serde
+//! The scenario file's types (scenario format v1 and v1.1, `docs/scenario-format.md`), as serde
 //! reads them: plain data, no checks and no files read. `scenario.rs` parses and validates
 //! them; `load.rs` and `job_trace.rs` read the traces they point at.
 
@@ -272,8 +272,8 @@ pub struct ObservationSpec {
     pub load_window: Duration,
     /// How often Prometheus scrapes the service's request counter. A rate ends at the newest
     /// scrape, so the load signal lags the load by half a scrape interval on average: measured
-    /// on the test bed (1 s scrapes), the flash crowd's samples sat 0.15 s or 0.74 s behind the
-    /// load, run by run (docs/spike-replay/3-sessions-21-25.md, "What the load signal lags").
+    /// on the test bed (1 s scrapes), the flash crowd's samples sit 0.15 s or 0.74 s behind the
+    /// load, run by run.
     #[serde(deserialize_with = "duration")]
     pub scrape_interval: Duration,
     /// `run.status_interval`: how fresh the masters' reported phase is.
@@ -294,9 +294,9 @@ impl Default for ObservationSpec {
 
 /// How long a worker released in place keeps its room unless told: its master's resize reaches
 /// the API server a moment after colocate's intent (0.03-0.25 s) and the kubelet reports it
-/// (kwok's stage on the test bed: 1 s). The live flash crowd's resizes freed their room
-/// 1.04-1.33 s after the intent (session 29, from the `--v=5` scheduler log); no figure for a
-/// real kubelet is published (research-fast-release.md).
+/// (kwok's stage on the test bed: 1 s). The live flash crowd's resizes free their room
+/// 1.04-1.33 s after the intent (from the `--v=5` scheduler log); no figure for a real kubelet
+/// is published.
 pub const IN_PLACE_RELEASE: Duration = Duration::from_millis(1200);
 
 impl ScenarioFile {

@@ -887,11 +887,11 @@ fn preemptions_take_the_schedulers_time_in_a_window_replay() {
 fn a_newer_pod_takes_the_room_a_backing_off_nominee_waits_for() {
     // kube-scheduler's backoff queue (window replays): a preemptor that failed at 10.0 s backs
     // off until the flush of the wall-clock second after 11.0 s. When its victim goes at 10.5 s
-    // a newer pod, in the active queue, is tried first: the freed room is held for the
-    // nominee, so it preempts another worker on the node and is nominated there too. The
-    // nominee, popped once the active queue is empty, now finds its room held for the newer
-    // pod, and may not preempt while that victim leaves: one CPU stays free for 30 s with two
-    // pods waiting for it (live, WorldCup98 session 38: 22 pods for 12 s).
+    // a newer pod, in the active queue, is tried first: the freed room is held for the nominee,
+    // so it preempts another worker on the node and is nominated there too. The nominee, popped
+    // once the active queue is empty, now finds its room held for the newer pod, and may not
+    // preempt while that victim leaves: one CPU stays free for 30 s with two pods waiting for
+    // it (on the test bed's WorldCup98 spike: 22 pods for 12 s).
     let setup = |paced: bool| {
         let mut c = cluster(&[4000]);
         if paced {

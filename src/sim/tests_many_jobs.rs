@@ -1,4 +1,4 @@
-//! Scenario and report v1.1 (docs/scenario-v1.md): jobs from a CSV trace, `gang_workers`, the
+//! Scenario and report v1.1 (docs/scenario-format.md): jobs from a CSV trace, `gang_workers`, the
 //! `gang-backfill` policy, and the completion-time, queueing and GPU figures of the report.
 
 use std::path::Path;

@@ -188,14 +188,14 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
     );
     assert!(!early.scale_commands.is_empty());
     // Sampled 5 s before it, that release lands a moment after the sync, whose last pods
-    // preempt a few workers (live: 2-3, docs/spike-replay/3-sessions-21-25.md, "The release decided 5 s before
-    // a sync"); the pods barely wait.
+    // preempt a few workers (live: 2-3); the pods barely wait.
     let fast = replay_window(&fast_masters, Policy::Colocate, &settings(true));
     assert!((1..=4).contains(&fast.scheduler_preemptions), "{fast:?}");
     assert!(fast.online_unschedulable_pod_s < 10.0 && fast.colocate_forced_preemptions == 0, "{fast:?}");
     // With the HPA's status only and 30 s releases, pods wait for the first step's release, but
-    // the metric's rise reserves for the second step in time: under the issue's 45% of the
-    // baseline (66% when only the metric's level was reserved for; 33% with its trend).
+    // the metric's rise reserves for the second step in time: under the 45% of the baseline
+    // that `hpa-only-grace30` is held to (tests/support/spike_acceptance.rs). Reserving for the
+    // metric's level alone leaves 66%; with its trend, 33%.
     let slow = replay_window(&scenario, Policy::Colocate, &settings(false));
     assert!(slow.online_unschedulable_pod_s > 0.0, "{slow:?}");
     assert!(slow.online_unschedulable_pod_s < 0.45 * baseline.online_unschedulable_pod_s, "{slow:?}");
@@ -333,9 +333,10 @@ fn flash_window(warmup_s: f64, load_signal: bool) -> (Scenario, super::window::W
 #[test]
 fn the_controller_decides_on_a_step_before_its_new_pods_preempt() {
     // Live, colocate reads the HPA's new status and decides within milliseconds, before the
-    // scale-up's pods have preempted anyone (2026-11-26: its intent 14 ms before the first pod
-    // existed). So what it releases at the HPA's step is the same whether those pods preempt
-    // or wait: deciding after them, replay released 6 workers where live released 12.
+    // scale-up's pods have preempted anyone (a `--v=5` scheduler log of the flash crowd has its
+    // intent 14 ms before the first new pod exists). So what it releases at the HPA's step is
+    // the same whether those pods preempt or wait: deciding after them, replay would release 6
+    // workers where live releases 12.
     let (scenario, settings) = flash_window(20.2, false);
     let (mut waiting, _) = flash_window(20.2, false);
     for s in &mut waiting.spec.services {

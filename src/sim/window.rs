@@ -217,17 +217,17 @@ fn spread<T: Copy + PartialOrd>(mut values: Vec<T>) -> Spread<T> {
 /// How fast the live test's fill binds workers, one after another (17 a second), and the pause
 /// between one job's last worker and the next job's first (its master starting): measured in
 /// three `--v=5` kube-scheduler logs of the flash-crowd spike. The workers' start times follow,
-/// and with them the victims kube-scheduler ranks least important: the youngest, so the last job
-/// filled. Filled all in one second instead, every worker tied and preemption's victims were a
-/// draw over both jobs, so many of them were workers colocate had just released (the flash
-/// crowd's `hpa-only-grace30`: 7 running workers killed at the 30 s sync where live killed 10
+/// and with them the victims kube-scheduler ranks least important: the youngest, so the last
+/// job filled. Filled all in one second, every worker would tie and preemption's victims would
+/// be a draw over both jobs, so many of them workers colocate has just released (the flash
+/// crowd's `hpa-only-grace30`: 7 running workers killed at the 30 s sync where live kills 10
 /// running `recsys` workers, the job filled last).
 const FILL_BINDS_PER_S: f64 = 17.0;
 const FILL_JOB_GAP_S: f64 = 0.45;
 /// The pause when the job before did not fit whole: the live test first waits for its extra
 /// workers to be found Unschedulable, then scales it down to those placed and waits for the
 /// rest to go, before starting the next job's master. 1.5 s in both `--v=5` logs of the
-/// WorldCup98 spike (session 32: lm-pretrain's 56 of 64, then ctr). It puts the next job's
+/// WorldCup98 spike (lm-pretrain fits 56 of 64, then ctr starts). It puts the next job's
 /// workers in a later second than every worker of the job before, which decides whose workers
 /// the first preemptions take (live: only ctr's; replay with the short pause: lm-pretrain's
 /// too, in 7 of 15 draws).

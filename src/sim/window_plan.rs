@@ -54,12 +54,12 @@ impl Window {
 /// The ReplicaSet controller's API client in kube-controller-manager: each of its controllers
 /// has its own, at `--kube-api-qps` 20 and `--kube-api-burst` 30 by default, shared by every
 /// ReplicaSet. In a window a scale-up's pods are created through it: at once while the burst
-/// lasts, then 20 a second. Measured in `--v=5` kube-scheduler logs: on the WorldCup spike
-/// (2026-11-25) the pods of every sync reached the scheduler 0.01-0.02 s after the scale, 12, 24
-/// and 29 of them within 0.2 s, and 48 as 30 within 0.1 s then 18 at 20 a second; on the flash
-/// crowd, 25 in 0.7 s and 50 in 1.0 s, some syncs starting 0.4 s late. That delay is not
-/// modelled and not explained: the controller's other requests (deleting released workers,
-/// creating replacements, status writes) may have spent the burst.
+/// lasts, then 20 a second. Measured in `--v=5` kube-scheduler logs: on the WorldCup spike the
+/// pods of every sync reach the scheduler 0.01-0.02 s after the scale, 12, 24 and 29 of them
+/// within 0.2 s, and 48 as 30 within 0.1 s then 18 at 20 a second; on the flash crowd, 25 in
+/// 0.7 s and 50 in 1.0 s, some syncs starting 0.4 s late. That delay is not modelled and not
+/// explained: the controller's other requests (deleting released workers, creating
+/// replacements, status writes) may have spent the burst.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClientBucket {
     tokens: f64,
