@@ -1,11 +1,11 @@
 //! The live controller's one clock: Unix time as it was when the process started, advanced by
-//! the monotonic clock since. Decisions measure their windows (growth stabilization, the latency
-//! window after a scale-up, the guard's interval) and sample ages on it, so a step of the wall
-//! clock (NTP correcting it, a virtual machine resumed after a pause) neither ages every sample
-//! and every memory at once nor makes them younger. One CI run showed why: the wall clock jumped
-//! 21 s past the monotonic one, the scale-up the latency window remembered looked 33 s old while
-//! the p99 sample from before the jump still looked fresh, and the guard shrank training for
-//! latency the scale-up explained.
+//! the monotonic clock since. Decisions measure their windows (growth stabilization, the
+//! latency window after a scale-up, the guard's interval) and sample ages on it, so a step of
+//! the wall clock (NTP correcting it, a virtual machine resumed after a pause) neither ages
+//! every sample and every memory at once nor makes them younger. Measured on the wall clock, a
+//! jump of 21 s (as a CI machine's clock can make) would make the scale-up the latency window
+//! remembers look 33 s old while the p99 sample from before the jump still looks fresh, and the
+//! guard would shrink training for latency the scale-up explains.
 //!
 //! Times other machines stamp (Prometheus's evaluation time, the API server's
 //! `deletionTimestamp`) are placed on it by their age on the wall clock when they arrive.

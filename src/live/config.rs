@@ -127,9 +127,8 @@ pub struct RunFile {
     /// Samples older than this count as missing (latency unknown: no growth on its nodes).
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_stale_after: Option<Duration>,
-    /// How often services' load and p99 are sampled; 1 s by default, so a load step shows a
-    /// sample sooner than the HPA's next sync can act on it (docs/spike-replay/3-sessions-21-25.md, "Sampling
-    /// every second by default").
+    /// How often services' load and p99 are sampled; 1 s by default, so a load step shows in a
+    /// sample sooner than the HPA's next sync can act on it.
     #[serde(default, deserialize_with = "optional_duration")]
     pub sample_interval: Option<Duration>,
     #[serde(default, deserialize_with = "optional_duration")]

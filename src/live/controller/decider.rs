@@ -112,8 +112,9 @@ impl Decider {
         );
         let _entered = span.enter();
         if tracing::enabled!(tracing::Level::DEBUG) {
-            // What the decision read of each service's load: a live decision and its replay
-            // can only be compared sample by sample (docs/spike-replay.md).
+            // What the decision read of each service's load: a live decision and its replay can
+            // only be compared sample by sample (docs/replay.md, on checking replay against
+            // live runs).
             for s in &snap.services {
                 if let Some(newest) = s.load.last() {
                     tracing::debug!(service = %s.name, load = newest.value, age = ?now.saturating_sub(newest.at),

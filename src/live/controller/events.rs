@@ -1,11 +1,11 @@
 //! Events (`events.k8s.io/v1`) about the jobs colocate steers, one series per distinct message.
 //!
 //! kube-runtime's `Recorder` keys a series by object, reason and action only and patches the
-//! first Event of the series on every repeat, so `kubectl describe` kept showing the first
-//! decision (`Shrink (x4) 21 -> 20 workers`) while the latest were 15 -> 12 and 14 -> 21; the
-//! API server will not change an Event's note either. Here the note is part of the key, as in
-//! client-go's event recorder: the same decision repeated counts up one Event, a new decision is
-//! a new Event, and the newest Event always says what the controller did last.
+//! first Event of the series on every repeat, so `kubectl describe` would keep showing the
+//! first decision (`Shrink (x4) 21 -> 20 workers`) while the latest are 15 -> 12 and 14 -> 21;
+//! the API server will not change an Event's note either. Here the note is part of the key, as
+//! in client-go's event recorder: the same decision repeated counts up one Event, a new
+//! decision is a new Event, and the newest Event always says what the controller did last.
 
 use std::collections::HashMap;
 

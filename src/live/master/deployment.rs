@@ -132,10 +132,10 @@ impl DeploymentBackend {
     /// and as many as the ReplicaSet then counts beyond the target ([`removal::excess`]): the
     /// scheduler preempts workers while a shrink is prepared (an HPA's new pods and colocate's
     /// command come together). A victim leaves in a shrink's stead; its replacement, created a
-    /// moment later, waits for a node. Live WorldCup98 (session 29): two replacements created
-    /// 0.1 s after the master's list took a named worker's place twice; (session 31) 28 named
-    /// for `spec.replicas` less the target where the ReplicaSet removed 24, and a spared named
-    /// worker was preempted 15 s later.
+    /// moment later, waits for a node. On the test bed's WorldCup98 spike, replacements created
+    /// 0.1 s after an earlier list take a named worker's place; and naming `spec.replicas` less
+    /// the target names 28 where the ReplicaSet removes 24, and a spared named worker is
+    /// preempted 15 s later.
     ///
     /// Releasing in place, every resized worker still counted leaves, even beyond that count: a
     /// replacement on full CPU is better than a worker left training on 1m. And once a worker is
@@ -191,9 +191,9 @@ impl DeploymentBackend {
     /// newest `spec.replicas` (`status.observedGeneration`; it sets the ReplicaSet's count
     /// before it writes that status). Deleted before, a released worker is replaced by the
     /// ReplicaSet, still at the old count, and the replacement may bind in the very room the
-    /// release freed: on a cluster at rest the test bed's Deployment controller lowered the
+    /// release freed: on a cluster at rest the test bed's Deployment controller lowers the
     /// count 13 ms after the master's deletes in 3 of 8 runs, and in about one run in 6-7 the
-    /// replacement took an online pod's room (docs/spike-replay/5-sessions-32-37.md, session 35).
+    /// replacement takes an online pod's room.
     async fn await_replica_set(&self, owner: &str) {
         let started = tokio::time::Instant::now();
         loop {
@@ -246,9 +246,9 @@ impl DeploymentBackend {
     /// its resize waits is never resized and is no longer counted by the ReplicaSet, so the
     /// lowered count would remove another worker in its stead: by the ReplicaSet's ranking,
     /// often the preempted worker's own replacement, just bound in the room the other resizes
-    /// freed, which then holds that room for its whole grace period. Live flash crowd (session
-    /// 29): two such replacements at each of two HPA steps kept 4 CPU for 30 s while online
-    /// pods preempted more workers. So the workers are listed again after each round, and
+    /// freed, which then holds that room for its whole grace period. On the live flash crowd,
+    /// two such replacements at each of two HPA steps keep 4 CPU for 30 s while online pods
+    /// preempt more workers. So the workers are listed again after each round, and
     /// where a resized one is no longer counted the substitutes are resized too: two rounds at
     /// most, both within one [`in_place::ACTUATION_WAIT`] (what the master announces). Never
     /// fails: after any resize the shrink must go on, or the resized workers would train on no
@@ -355,9 +355,9 @@ async fn mark_among(
     workers: &[Pod],
 ) -> Result<(), BackendError> {
     // A worker being deleted is past the ReplicaSet's choice: its mark no longer matters, and
-    // clearing it cost a call per worker leaving (ten at a flash crowd's step, before the count
-    // could go down). All at once: one after another, 28 marks took 0.3 s of a 55 s step live
-    // (WorldCup98, session 31), while the online pods' preemptions were under way.
+    // clearing it would cost a call per worker leaving (ten at a flash crowd's step, before the
+    // count can go down). All at once: one after another, 28 marks take 0.3 s of WorldCup98's
+    // 55 s step on the test bed, while the online pods' preemptions are under way.
     let changes = workers.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).filter_map(|pod| {
         let name = pod.metadata.name.as_deref()?;
         let cost = pod.metadata.annotations.as_ref().and_then(|a| a.get(DELETION_COST_ANNOTATION));

@@ -74,13 +74,14 @@ pub fn excess(pods: &[Pod], target: u32) -> usize {
 /// Releasing in place, the workers that leave for the named ones: as many on each named
 /// worker's node, the oldest there first. Online pods created with a release preempt before the
 /// kubelet reports the resize (about a second), and kube-scheduler's victims on a node are its
-/// newest workers (MoreImportantPod: the earlier start is the more important). A victim's resize
-/// is never actuated (the kubelet does not resize a pod it is terminating), so a named worker
-/// the scheduler also picks gives its room only after its grace period, and the online pods that
-/// need it wait that long. Flash crowd, live (2026-11-26): of 12 workers resized at the 45 s
-/// step, 8 were preempted within the second, 7 of them replacements started 15 s before. The
-/// oldest on the same node leave the same room there and are the scheduler's last choice; the
-/// newest it picks anyway. Named pods that hold no node stay named (nothing to resize).
+/// newest workers (MoreImportantPod: the earlier start is the more important). A victim's
+/// resize is never actuated (the kubelet does not resize a pod it is terminating), so a named
+/// worker the scheduler also picks gives its room only after its grace period, and the online
+/// pods that need it wait that long. On the live flash crowd, releasing the named workers
+/// themselves, 8 of 12 workers resized at the 45 s step are preempted within the second, 7 of
+/// them replacements started 15 s before. The oldest on the same node leave the same room there
+/// and are the scheduler's last choice; the newest it picks anyway. Named pods that hold no
+/// node stay named (nothing to resize).
 pub fn in_place_choice<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> BTreeSet<&'a str> {
     let active = |p: &&Pod| counted(p);
     let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());

@@ -181,9 +181,9 @@ impl Sampler {
     }
 
     /// Notifies `wake` after every round. The controller passes the decision loop's: without it
-    /// a rising load waited for the next watch event or tick (10 s) to be acted on, and on the
-    /// real scheduler the first shrink of a spike came with the HPA's step instead of 4 s before
-    /// it, as replay (which decides at every sample) had it.
+    /// a rising load waits for the next watch event or tick (10 s) to be acted on, and on the
+    /// real scheduler the first shrink of a spike comes with the HPA's step instead of 4 s
+    /// before it, as replay (which decides at every sample) has it.
     pub fn with_wake(mut self, wake: Arc<tokio::sync::Notify>) -> Sampler {
         self.wake = Some(wake);
         self

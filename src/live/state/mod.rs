@@ -1,8 +1,8 @@
 //! The cluster as the decision core sees it, kept up to date as watch events arrive: each Node
 //! and Pod is translated once per change into the core's terms and stored in place, so a
-//! decision reads the state instead of rebuilding it from every object (`docs/scale.md`: at
-//! 30,000 pods the rebuild took 46-69 ms of a decision and the stored objects most of the
-//! controller's memory).
+//! decision reads the state instead of rebuilding it from every object (at 30,000 pods a
+//! rebuild takes 46-69 ms of a decision, and the stored objects most of the controller's
+//! memory).
 //!
 //! What a pod's class is depends on the services and the managed jobs, which change rarely:
 //! pods are classified as they arrive, and all of them again only when those change. Pure:
