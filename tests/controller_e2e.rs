@@ -131,21 +131,22 @@ async fn shrinks_before_the_spike_lands_and_grows_back_after_it() {
     })
     .await;
     let unschedulable_samples = unschedulable_samples.into_inner();
-    // The room comes from one job, not a worker or two from each: every job that loses a
-    // worker pauses to rescale (core/fewest_jobs.rs). Both jobs have workers on both nodes
-    // above their floor of 1, so one of them can give all four. And no more than four: a
-    // plan made while the named workers were still bound used to name two more, and one made
-    // while the first shrink was in flight asked the other job for the same room (session 35).
+    // The room comes from one job, not a worker or two from each: every job that loses a worker
+    // pauses to rescale (core/fewest_jobs.rs). Both jobs have workers on both nodes above their
+    // floor of 1, so one of them can give all four. And no more than four: a plan made while
+    // the named workers are still bound must not name two more (the core remembers the workers
+    // a shrink named), and one made while the first shrink is in flight must not ask the other
+    // job for the same room.
     //
     // One more is the ReplicaSet's, not the plan's: when the reference master deletes the
     // workers it releases before kube-controller-manager's Deployment controller has lowered
     // the ReplicaSet's count, the ReplicaSet replaces them, and a replacement that binds in the
     // room kept for NGINX has to be made up by another worker, even if the ReplicaSet removes
-    // it again a moment later. Deleting right after the Deployment's count went down, that
-    // happened in 3 runs of 8 and 2 of 8 (docs/spike-replay/5-sessions-32-37.md, sessions 35-36); the master now
-    // waits for the Deployment controller first, up to a second, and no run of 15 had a
-    // replacement, but a controller slower than that still allows one. Such a replacement is a
-    // worker created since the spike that was bound at some point.
+    // it again a moment later. A master that deletes right after the Deployment's count goes
+    // down gets such a replacement in 2-3 runs of 8 on the test bed; the reference master waits
+    // for the Deployment controller first, up to a second (no replacement in 15 runs), but a
+    // controller slower than that still allows one. Such a replacement is a worker created
+    // since the spike that was bound at some point.
     let shrinks =
         |job: &ElasticJob| job.commands().into_iter().filter(|c| c.reason == "online-headroom").collect::<Vec<_>>();
     let (shrinks_a, shrinks_b) = (shrinks(&a), shrinks(&b));

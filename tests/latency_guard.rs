@@ -89,8 +89,8 @@ async fn a_windowed_p99_excursion_holds_after_a_scale_up_and_shrinks_without_one
     // The job fills the idle room: 16 CPU less NGINX's 2. Its workers are bound, and the
     // controller sees them so (`colocate_job_workers` counts bound workers), before the spike
     // starts: a spike that meets workers still being placed is a race between the scheduler and
-    // the controller's shrink for the pods it cannot place (one CI run saw it shrink to 11
-    // there), not the guard this test is about.
+    // the controller's shrink for the pods it cannot place (it can shrink to 11 there), not the
+    // guard this test is about.
     eventually(Duration::from_secs(60), "the controller to see the job's 14 workers bound", || {
         let controller = &controller;
         async move { (controller.metric("colocate_job_workers{job=\"ml/ja\"}").await >= 14.0).then_some(()) }

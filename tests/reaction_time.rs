@@ -47,9 +47,9 @@ async fn reaction_from_hpa_decision_to_shrink_command() {
         .await;
         samples.push((t1 - t0, write));
         // The master takes the command a moment after it arrives: until its Deployment asks for
-        // fewer workers, the jobs still look back where they were. (Seen once the room came from
-        // one job's master alone: the next spike began before the shrink, needed none, and
-        // timed out.)
+        // fewer workers, the jobs still look back where they were. (Without this wait, when the
+        // room comes from one job's master alone, the next spike can begin before the shrink,
+        // need none, and time out.)
         eventually(Duration::from_secs(10), "the shrink to reach the workers' Deployments", || {
             let client = client.clone();
             async move { (wanted_workers(&client).await < filled).then_some(()) }
@@ -88,8 +88,8 @@ async fn reaction_from_hpa_decision_to_shrink_command() {
 
 /// The workers once the jobs have filled the idle room and held still for 2 s. The masters
 /// scale their Deployments while the pods start, so running and wanted can agree for a moment
-/// mid-growth; a CI run took such a moment (10 of 14 workers) as the fill, and its second
-/// spike, played against a cluster still at the first spike's shrink, asked for no new shrink.
+/// mid-growth; taken as the fill, such a moment (10 of 14 workers) leaves the second spike
+/// played against a cluster still at the first spike's shrink, and it asks for no new shrink.
 async fn settled_fill(client: &kube::Client) -> usize {
     let mut seen = wait_for_workers(client, 10, "the jobs to fill the idle room").await;
     loop {

@@ -19,7 +19,7 @@
 //!   cargo test --release --test scale -- --ignored --nocapture
 //! ```
 //! The report is printed and written to `target/test-reports/scale.json` (`scale-small.json` for
-//! the CI size); docs/scale.md has the figures of a full run.
+//! the CI size); docs/results.md has the figures of a full run.
 
 #[path = "scale/measure.rs"]
 mod measure;
@@ -214,10 +214,11 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
     assert!(shrinks >= 1.0, "no online-headroom intent after three HPAs decided 10% more replicas");
 }
 
-/// The report with the figures the scale issue names at its top level, each read from where
-/// the report has it: nodes and pods after the spike, the controller's RSS after sync and at
-/// the end, decision latency while watch events drive decisions (the spike phase), and the time
-/// from the HPA write to the first command (one spike, so one sample: its median is itself).
+/// The report with its headline figures (those docs/results.md publishes) at its top level,
+/// each read from where the report has it: nodes and pods after the spike, the controller's RSS
+/// after sync and at the end, decision latency while watch events drive decisions (the spike
+/// phase), and the time from the HPA write to the first command (one spike, so one sample: its
+/// median is itself).
 fn with_headline(mut report: Value) -> Value {
     let f = |pointer: &str| report.pointer(pointer).cloned().unwrap_or(Value::Null);
     let headline = json!({

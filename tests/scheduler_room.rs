@@ -134,9 +134,9 @@ async fn colocate_counts_a_nodes_room_as_kube_scheduler_does() {
         .await
         .expect("resize down");
 
-    // What colocate's live view makes of the node, once it has seen the resize: 10 - 2 - 3 - 4 =
-    // 1 CPU. Counted as before this test (the container alone, the largest init container
-    // alone, the resized spec, no container statuses kept), 6.5.
+    // What colocate's live view makes of the node, once it has seen the resize: 10 - 2 - 3 - 4
+    // = 1 CPU, as kube-scheduler counts it. Counted naively (the container alone, the largest
+    // init container alone, the resized spec, no container statuses kept), it would be 6.5.
     let marker = probe("probe-over", 1_001);
     pods.create(&PostParams::default(), &marker).await.expect("create probe");
     let free = eventually(Duration::from_secs(30), "probe-over in colocate's view", || {

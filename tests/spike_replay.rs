@@ -1,5 +1,5 @@
 //! The side-by-side load-spike replay on real Kubernetes, and the same window in replay
-//! (docs/spike-replay.md).
+//! (docs/replay.md: how replay is checked against live runs).
 //!
 //! A window of a scenario's spike is played in real time on fresh test beds (etcd,
 //! kube-apiserver, kube-scheduler, kube-controller-manager without its HPA controller, kwok
@@ -233,7 +233,7 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
     eprintln!("{}", comparison(&baseline, &compared));
     let verdicts: Vec<Verdict> =
         compared.iter().map(|c| Verdict::judge(c.config.name, &judged(&baseline, c))).collect();
-    eprintln!("acceptance (docs/spike-replay.md):");
+    eprintln!("acceptance (tests/support/spike_acceptance.rs):");
     for v in &verdicts {
         eprintln!("  {}", v.line());
     }
@@ -362,7 +362,7 @@ fn judged(baseline: &Figures, c: &Compared) -> Judged {
 }
 
 #[test]
-fn acceptance_bounds_are_the_issue_s() {
+fn acceptance_bounds_and_verdicts() {
     use spike_acceptance::{killed_agree, pod_s_agree};
     assert!(pod_s_agree(1_300.0, 1_000.0) && !pod_s_agree(1_301.0, 1_000.0));
     assert!(pod_s_agree(0.0, 100.0) && !pod_s_agree(0.0, 101.0));

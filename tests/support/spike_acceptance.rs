@@ -1,25 +1,23 @@
-//! The acceptance of the side-by-side spike replay (issue "Hold the promise on a real
-//! scheduler"), judged per configuration from one run's figures: colocate's Unschedulable
-//! online pod-seconds against the baseline's of the same run, and replay against live.
+//! The acceptance of the side-by-side spike replay on a real scheduler, judged per
+//! configuration from one run's figures: colocate's Unschedulable online pod-seconds against
+//! the baseline's of the same run, and replay against live.
 //!
 //! Every run prints and reports the verdicts; `tests/spike_replay.rs` asserts them for every
 //! configuration: replay within bounds of live, and no target that replay claims met and live
-//! misses (until session 37 only for `load-signal-fast-release`, while replay did not yet
-//! predict the others on both spikes; docs/spike-replay.md). A target that both miss is
-//! reported, not asserted: replay's figure is then the honest one, and the test's job is that
-//! no replay figure goes unbacked.
+//! misses. A target that both miss is reported, not asserted: replay's figure is then the
+//! honest one, and the test's job is that no replay figure goes unbacked.
 
 use serde_json::{json, Value};
 
-/// What the issue asks of one configuration: colocate's pending pod-seconds at most `pct` of
-/// the baseline's, and where it says so, no worker killed or forced.
+/// What colocate is held to in one configuration: its pending pod-seconds at most `pct` of the
+/// baseline's, and where the target says so, no worker killed or forced.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Target {
     pub pct: f64,
     pub nothing_killed: bool,
 }
 
-/// The issue's target for `config`, if it sets one.
+/// The target for `config`, if it has one.
 pub fn target(config: &str) -> Option<Target> {
     let (pct, nothing_killed) = match config {
         "load-signal-fast-release" => (5.0, true),
