@@ -1,6 +1,6 @@
 //! The live controller's decision after one watch event: apply a pod event to the cluster state
 //! (`live::state`), complete the snapshot with services, HPAs and jobs (`live::view::snapshot`)
-//! and run the core. At 1,000 nodes / 30,000 pods (the scale test's size, `docs/scale.md`) and
+//! and run the core. At 1,000 nodes / 30,000 pods (the scale test's size, `tests/scale.rs`) and
 //! 5,000 nodes / 150,000 pods: per node 1 DaemonSet pod, 9 online replicas of 10 services whose
 //! HPAs want 10% more, 20 workers of 20 jobs. Also the first list: translating every object once.
 //!

@@ -27,8 +27,8 @@
 # TESTBED_SCHEDULER_V: kube-scheduler's log verbosity (default 1; 5 logs every queue move, to
 #   see when a waiting pod is retried; keep the logs with TESTBED_KEEP=1).
 # TESTBED_SCHEDULER_FEATURE_GATES: kube-scheduler's --feature-gates (default: none, v1.34's
-#   defaults), e.g. SchedulerAsyncPreemption=false (docs/spike-replay/2-fill-in-place-worldcup.md: a preemptor whose
-#   victims are being evicted misses the pod deletions of that moment).
+#   defaults), e.g. SchedulerAsyncPreemption=false (with it on, a preemptor whose victims are
+#   being evicted misses the pod deletions of that moment: kubernetes/kubernetes#141694).
 # TESTBED_APISERVER_AUDIT_POLICY: an audit policy file; the apiserver then writes its audit log
 #   (JSON lines) to DIR/logs/audit.log (tests/scale.rs counts one client's requests with it).
 # TESTBED_WITH_KCM=1 also starts kube-controller-manager (Deployments, Jobs,

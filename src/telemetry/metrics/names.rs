@@ -132,6 +132,7 @@ pub const CPU_CLASSES: [&str; 4] = ["system", "online", "training", "idle"];
 
 /// Upper bounds of the decision duration buckets, in seconds: 100 µs to 5 s. A decision takes
 /// milliseconds on a small cluster and 0.25-0.8 s at p99 on 1,000 nodes / 30,000 pods
-/// (docs/scale.md); the buckets above 1 s keep a p99 past the 1 s alert readable.
+/// (`tests/scale.rs`, docs/results.md); the buckets above 1 s keep a p99 past the 1 s alert
+/// readable.
 pub const DECISION_BUCKETS: [f64; 15] =
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
