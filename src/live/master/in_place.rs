@@ -15,7 +15,7 @@
 //! writes on its way out is slow (elastic data-parallel workers hold no state of their own, and
 //! the master releases them only after the job has let them go). It needs workers in the
 //! Burstable QoS class (a resize may not change the class: a Guaranteed worker is refused, and
-//! leaves with its grace period as before) and `pods/resize patch` in RBAC.
+//! leaves with its grace period, as without release in place) and `pods/resize patch` in RBAC.
 
 use std::time::Duration;
 
