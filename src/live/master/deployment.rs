@@ -133,9 +133,9 @@ impl DeploymentBackend {
     /// scheduler preempts workers while a shrink is prepared (an HPA's new pods and colocate's
     /// command come together). A victim leaves in a shrink's stead; its replacement, created a
     /// moment later, waits for a node. On the test bed's WorldCup98 spike, replacements created
-    /// 0.1 s after an earlier list take a named worker's place; and naming `spec.replicas` less
-    /// the target names 28 where the ReplicaSet removes 24, and a spared named worker is
-    /// preempted 15 s later.
+    /// 0.1 s after the master's list take a named worker's place; and naming `spec.replicas`
+    /// less the target (rather than what the ReplicaSet counts beyond it) names 28 where the
+    /// ReplicaSet removes 24, and a spared named worker is preempted 15 s later.
     ///
     /// Releasing in place, every resized worker still counted leaves, even beyond that count: a
     /// replacement on full CPU is better than a worker left training on 1m. And once a worker is
