@@ -72,7 +72,6 @@ pub struct Args {
     /// kubelet) unless --worker-release is shorter. Needs Burstable workers and `pods/resize patch`.
     #[arg(long, env = "COLOCATE_MASTER_RELEASE_IN_PLACE")]
     pub release_in_place: bool,
-    /// Address to serve master protocol v1 on.
     /// Report the throughput and progress of a modelled job of this many samples (for test beds
     /// and demos whose workers do no real work; see `--model-samples-per-worker-s`). A real
     /// master reports what its framework measures.
@@ -90,7 +89,7 @@ pub struct Args {
         requires = "model_samples"
     )]
     pub model_exponent: f64,
-
+    /// Address to serve master protocol v1 on.
     #[arg(long, env = "COLOCATE_MASTER_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:8090")]
     pub listen: SocketAddr,
     /// File holding the bearer token every request must carry (a mounted Secret); without it,
