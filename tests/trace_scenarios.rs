@@ -2,10 +2,10 @@
 //! ../shared/traces, read in place), other cluster shapes (several pools, GPUs), other job
 //! mixes. Every one must replay, and `colocate` must keep its promises on each (see the test).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn traces() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
@@ -247,7 +247,14 @@ fn row<'a>(report: &'a Value, policy: &str) -> &'a Value {
 #[test]
 fn colocate_keeps_its_promises_on_other_traces_and_shapes() {
     let mut failures = Vec::new();
+    let mut rows = Vec::new();
     for case in cases() {
+        let mut case_row = json!({
+            "name": case.name,
+            "min_allocation": case.min_allocation,
+            "cluster": case.cluster,
+            "services": case.services,
+        });
         for pods in [OnlinePods::Preempt, OnlinePods::Wait] {
             let report = replay(&case, pods);
             let c = row(&report, "colocate");
@@ -255,6 +262,7 @@ fn colocate_keeps_its_promises_on_other_traces_and_shapes() {
             let preemption = row(&report, "preemption");
             let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
             let mode = if pods == OnlinePods::Preempt { "preempt" } else { "wait" };
+            case_row[mode] = report.clone();
             eprintln!(
                 "{:<22} {mode:<7} colocate alloc {:.3} slo {:>4.0}s (online-only {:>4.0}s) pending {:>5.0} pod-s killed {}+{} rescales {} | preemption alloc {:.3} slo {:.0}s pending {:.0} killed {} | gang alloc {:.3}",
                 case.name,
@@ -304,6 +312,15 @@ fn colocate_keeps_its_promises_on_other_traces_and_shapes() {
                 }
             }
         }
+        rows.push(case_row);
     }
+    write_rows(&json!({"cases": rows}));
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// docs/results.md's table of these cases is made from this file (`hack/results.sh`).
+fn write_rows(rows: &Value) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("test-reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("trace_scenarios.json"), serde_json::to_string_pretty(rows).unwrap() + "\n").unwrap();
 }
