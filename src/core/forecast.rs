@@ -1,6 +1,6 @@
 //! How many replicas a service's HPA will have asked for by the time released workers are gone.
 //!
-//! Two lags meet here (facts and sources in research-fast-release.md):
+//! Two lags meet here:
 //! - The HPA's metric trails the load: metrics-server publishes a CPU rate every 15 s and the HPA
 //!   reads it at its next sync, so a CPU-based HPA first acts 10-30 s after a load step and
 //!   reaches its final size 40-60 s later. A request rate sampled from Prometheus leads it. So

@@ -2,9 +2,10 @@
 //! spread to the freest node, workers packed best-fit) and, where the policy allows, preempts
 //! lower-priority workers for an online pod that does not fit.
 //!
-//! Preemption follows kube-scheduler v1.34's DefaultPreemption (read in its source: the cache's
-//! `UpdatePod`, `PodEligibleToPreemptOthers`, `SelectVictimsOnNode`, `addGENominatedPods`; the
-//! team's notes with line numbers are research-fast-release.md, section 2): a pod being deleted keeps counting against its node
+//! Preemption follows kube-scheduler v1.34's DefaultPreemption (read in its source:
+//! `pkg/scheduler/backend/cache/cache.go` `UpdatePod`, and in
+//! `framework/plugins/defaultpreemption/default_preemption.go` `PodEligibleToPreemptOthers` and
+//! `SelectVictimsOnNode`, `framework/runtime/framework.go` `addGENominatedPods`): a pod being deleted keeps counting against its node
 //! until it is gone, so room that released workers will free is invisible to the scheduler and
 //! a pod that does not fit preempts running workers anyway; victims are the least important
 //! lower-priority pods (newest first) after reprieving all it can, on the node that
