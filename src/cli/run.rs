@@ -1,6 +1,7 @@
 //! `colocate run`: the controller, until SIGTERM or SIGINT. A first signal shuts down cleanly
 //! (stop deciding, finish or abandon commands in flight, release the Lease); a second one
-//! exits at once.
+//! exits at once. A controller task that ends or panics unexpectedly stops the controller the
+//! same clean way, and the process exits non-zero with an error naming the task.
 
 use anyhow::Context;
 use colocate::live::config::{RunConfig, RunFlags};

@@ -20,6 +20,7 @@ pub mod masters;
 pub mod poller;
 pub mod record;
 pub mod services;
+mod tasks;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,6 +31,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::sync::{watch, Notify};
 
+pub use self::tasks::TaskFailed;
+use self::tasks::{Supervisor, Until};
+
 use self::actuator::{Actuator, ActuatorConfig};
 use self::decider::Decider;
 use self::jobs::JobDirectory;
@@ -39,12 +43,12 @@ use self::poller::Poller;
 use self::record::DecisionRecorder;
 use self::services::ServiceDirectory;
 use crate::core::Core;
-use crate::live::adapters::AdapterJobs;
+use crate::live::adapters::{AdapterError, AdapterJobs};
 use crate::live::config::RunConfig;
-use crate::live::lease::{default_identity, LeaderElector, LeaseConfig};
+use crate::live::lease::{default_identity, LeaderElector, LeaseConfig, LeaseError};
 use crate::live::master::{ClientConfigError, RetryPolicy};
 use crate::live::sampler::Sampler;
-use crate::live::watch::{Caches, WatchStats};
+use crate::live::watch::{Caches, WatchStats, WatchStopped, KINDS};
 use crate::telemetry::metrics::ADAPTER_JOBS_WATCH_KIND;
 use crate::telemetry::{self, Health, Metrics};
 
@@ -61,149 +65,61 @@ pub enum StartError {
     MasterToken(#[from] ClientConfigError),
     #[error(transparent)]
     Tls(#[from] crate::live::tls::TlsError),
-    #[error("leader election: {0}")]
-    Lease(String),
+    #[error("leader election on Lease {namespace}/{name}")]
+    Lease {
+        namespace: String,
+        name: String,
+        #[source]
+        source: Box<LeaseError>,
+    },
     #[error(transparent)]
     Sampler(#[from] crate::live::sampler::SamplerError),
-    #[error("adapters: {0}")]
-    Adapters(String),
+    #[error("adapters (run.adapters): cannot start the watches of the adapted job kinds")]
+    Adapters(#[from] AdapterError),
     #[error("the reflectors stopped before listing the cluster")]
     ReflectorsStopped,
 }
 
+/// Why `run` returned an error: it could not start, or one of its tasks stopped it.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Task(#[from] TaskFailed),
+}
+
 /// Runs the controller until `shutdown` resolves; then stops deciding, lets commands in
-/// flight finish (bounded), and releases the Lease so another replica takes over at once.
+/// flight finish (bounded), and releases the Lease so another replica takes over at once. A
+/// task that ends or panics before then stops the controller the same way, and `run` returns
+/// its error.
 pub async fn run(
     config: RunConfig,
     client: Client,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), StartError> {
+) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new());
     metrics.set_target_utilization(config.controller.target_utilization);
     let health = Health::new();
-    let (stop_tx, stop) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
-
-    let listener = tokio::net::TcpListener::bind(config.metrics_addr)
-        .await
-        .map_err(|source| StartError::Listen { addr: config.metrics_addr, source })?;
-    tracing::info!(addr = %listener.local_addr().map_or(config.metrics_addr, |a| a), "serving /metrics, /healthz, /readyz");
-    let server = tokio::spawn(telemetry::server::serve(listener, metrics.clone(), health.clone(), stopped()));
-
-    let token = match &config.master_token_file {
-        Some(path) => Some(crate::live::master::read_token_file(path)?),
-        None => None,
-    };
-    // Certificates are read once, at start, as check-config reads them.
-    let master_tls = config.master_tls.load("run.master_tls")?;
-    let prometheus_tls = config.prometheus_tls.load("run.prometheus_tls")?;
-    let prometheus_token = match &config.prometheus_token_file {
-        Some(path) => Some(crate::live::master::read_token_file(path)?),
-        None => None,
-    };
+    let mut tasks = Supervisor::new(shutdown, health.clone());
+    serve_metrics(&config, &metrics, &health, &mut tasks).await?;
+    let secrets = Secrets::read(&config)?;
     // Watch events, polled statuses and fresh samples all wake the decision loop.
     let changed = Arc::new(Notify::new());
-    let sources = config.services.iter().any(|s| s.load.is_some() || s.latency_p99.is_some());
-    let sampler = match sources {
-        true => Some(Arc::new(
-            Sampler::new(
-                &config.services,
-                config.prometheus_url.as_deref(),
-                config.sample_stale_after,
-                // The trend's window ends at the newest sample, which may be up to the stale
-                // limit old: cut at `now`, the oldest sample it fits would vanish between two
-                // samples and the trend with it (core/forecast.rs, `load_trend_factor`).
-                config.controller.trend_window + config.sample_stale_after,
-                metrics.clone(),
-            )?
-            .with_tls(&prometheus_tls)?
-            .with_prometheus_token(prometheus_token.as_deref())?
-            .with_wake(changed.clone()),
-        )),
-        false => None,
-    };
+    let sampler = sampler(&config, &secrets, &metrics, &changed)?;
     let stats = Arc::new(WatchStats::default());
-    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
-    let mut reflectors: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
-    let adapters = match config.adapters {
-        true => {
-            let (adapters, drivers) = AdapterJobs::start(client.clone(), changed.clone())
-                .await
-                .map_err(|e| StartError::Adapters(e.to_string()))?;
-            tracing::info!(watched = ?adapters.watched_kinds(), absent = ?adapters.absent_kinds(), "adapters on");
-            reflectors.extend(drivers.into_iter().map(tokio::spawn));
-            Some(adapters)
-        }
-        false => None,
-    };
-
+    let (caches, adapters) = start_reflectors(&config, &client, &changed, &stats, &mut tasks).await?;
     let identity = default_identity();
-    let lease =
-        LeaseConfig::with_duration(&config.lease_namespace, &config.lease_name, &identity, config.lease_duration);
-    // No other replica may lead sooner than this after we stop publishing leadership.
-    let margin = lease.lease_duration.saturating_sub(lease.renew_deadline);
-    let elector = Arc::new(
-        LeaderElector::new(Api::<Lease>::namespaced(client.clone(), &config.lease_namespace), lease)
-            .map_err(|e| StartError::Lease(e.to_string()))?,
-    );
-    let campaign = tokio::spawn({
-        let (elector, stopped) = (elector.clone(), stopped());
-        async move { elector.run(stopped).await }
-    });
-    let leader_metric = tokio::spawn({
-        let (mut rx, metrics) = (elector.subscribe(), metrics.clone());
-        async move {
-            loop {
-                metrics.set_leader(*rx.borrow_and_update());
-                if rx.changed().await.is_err() {
-                    break;
-                }
-            }
-        }
-    });
-
+    let (elector, margin) = start_election(&config, &client, &identity, &metrics, &mut tasks)?;
     let status_timeout = config.status_interval.min(config.master_timeout);
     let poller = Arc::new(Poller::new(status_timeout, config.status_interval * 3, metrics.clone(), changed.clone()));
-    let master_http = crate::live::master::MasterClient::http_client(&master_tls)?;
-    let factory =
-        MasterClients { http: master_http, token, timeout: config.master_timeout, retry: RetryPolicy::default() };
-    let directory = Arc::new(JobDirectory {
-        masters: MasterDiscovery::new(Box::new(factory)),
-        master_services: caches.masters.clone(),
-        state: caches.state.clone(),
-        adapters: adapters.clone(),
-        namespaces: config.job_namespaces.clone(),
-    });
+    let directory = Arc::new(job_directory(&config, secrets, &caches, adapters.clone())?);
 
     tracing::info!(identity = %identity, dry_run = config.dry_run, "waiting for the reflectors to list the cluster");
-    let shutdown = {
-        let stop_tx = stop_tx.clone();
-        let health = health.clone();
-        async move {
-            shutdown.await;
-            tracing::info!("shutting down");
-            health.begin_shutdown();
-            let _ = stop_tx.send(true);
-        }
-    };
-    let shutdown = tokio::spawn(shutdown);
-    tokio::select! {
-        ready = async {
-            caches.wait_until_ready().await?;
-            if let Some(a) = &directory.adapters {
-                a.wait_until_ready().await;
-            }
-            Ok::<(), crate::live::watch::WatchStopped>(())
-        } => ready.map_err(|_| StartError::ReflectorsStopped)?,
-        _ = stopped() => {
-            finish(&elector, campaign, reflectors, server, leader_metric).await;
-            return Ok(());
-        }
+    match tasks.until(listed(&caches, adapters.as_ref())).await {
+        Some(Ok(())) => {}
+        Some(Err(_)) => return Err(StartError::ReflectorsStopped.into()),
+        None => return stop(tasks, &elector).await,
     }
     health.set_synced();
     metrics.set_reflectors_ready(true);
@@ -214,48 +130,12 @@ pub async fn run(
     };
     tracing::info!(nodes, pods, hpas = caches.hpas.state().len(), "reflectors synced");
 
-    let polling = tokio::spawn({
-        let (poller, directory, interval, stopped) =
-            (poller.clone(), directory.clone(), config.status_interval, stopped());
-        async move {
-            tokio::pin!(stopped);
-            let mut ticker = tokio::time::interval(interval);
-            loop {
-                tokio::select! {
-                    _ = &mut stopped => break,
-                    _ = ticker.tick() => poller.discover_and_poll(&directory).await,
-                }
-            }
-        }
-    });
-    let sampling = tokio::spawn({
-        let (sampler, interval, stopped) = (sampler.clone(), config.sample_interval, stopped());
-        async move {
-            if let Some(s) = sampler {
-                s.run(interval, stopped).await;
-            }
-        }
-    });
-    let stats_sync = tokio::spawn({
-        let (metrics, stats, adapters, stopped) = (metrics.clone(), stats.clone(), adapters.clone(), stopped());
-        async move {
-            tokio::pin!(stopped);
-            loop {
-                tokio::select! {
-                    _ = &mut stopped => break,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                        for (kind, total) in stats.restart_counts() {
-                            metrics.sync_watch_restarts(kind, total);
-                        }
-                        if let Some(a) = &adapters {
-                            metrics.sync_watch_restarts(ADAPTER_JOBS_WATCH_KIND, a.watch_restarts());
-                        }
-                    }
-                }
-            }
-        }
-    });
-
+    spawn_polling(&mut tasks, &poller, &directory, config.status_interval);
+    if let Some(sampler) = &sampler {
+        let (sampler, interval, stopped) = (sampler.clone(), config.sample_interval, tasks.stopped());
+        tasks.spawn_infallible("sampler", Until::Stop, async move { sampler.run(interval, stopped).await });
+    }
+    spawn_stats_sync(&mut tasks, &metrics, &stats, adapters);
     let (actuation_tx, actuation_rx) = watch::channel(Actuation::default());
     // Every write checks leadership as it goes out and ends within the margin the Lease leaves
     // before another replica may lead (lease.rs, "Safety").
@@ -274,7 +154,8 @@ pub async fn run(
         recorder: Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone())),
         gate,
     };
-    let actuating = tokio::spawn(actuator.run(actuation_rx, stopped()));
+    let stopped = tasks.stopped();
+    tasks.spawn_infallible("actuator", Until::Stop, actuator.run(actuation_rx, stopped));
 
     let decider = Decider {
         core: Core::new(config.controller.clone()),
@@ -291,35 +172,223 @@ pub async fn run(
         actuation: actuation_tx,
         known_problems: Vec::new(),
     };
-    // The first status poll before the first decision, so that jobs are known from the start.
-    poller.discover_and_poll(&directory).await;
-    decider.run(changed, config.tick, config.debounce, stopped()).await;
+    let (tick, debounce, stopped) = (config.tick, config.debounce, tasks.stopped());
+    tasks.spawn_infallible("decider", Until::Stop, async move {
+        // The first status poll before the first decision, so that jobs are known from the start.
+        poller.discover_and_poll(&directory).await;
+        decider.run(changed, tick, debounce, stopped).await
+    });
 
-    for task in [polling, sampling, stats_sync] {
-        let _ = task.await;
-    }
-    let _ = actuating.await;
-    shutdown.abort();
-    finish(&elector, campaign, reflectors, server, leader_metric).await;
+    tasks.run_until_stopped().await;
+    stop(tasks, &elector).await
+}
+
+/// Serves /metrics, /healthz and /readyz until the stop.
+async fn serve_metrics(
+    config: &RunConfig,
+    metrics: &Arc<Metrics>,
+    health: &Health,
+    tasks: &mut Supervisor,
+) -> Result<(), StartError> {
+    let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+        .await
+        .map_err(|source| StartError::Listen { addr: config.metrics_addr, source })?;
+    tracing::info!(addr = %listener.local_addr().map_or(config.metrics_addr, |a| a), "serving /metrics, /healthz, /readyz");
+    let server = telemetry::server::serve(listener, metrics.clone(), health.clone(), tasks.stopped());
+    tasks.spawn("metrics server", Until::Stop, server);
     Ok(())
 }
 
-async fn finish(
-    elector: &LeaderElector,
-    campaign: tokio::task::JoinHandle<()>,
-    reflectors: Vec<tokio::task::JoinHandle<()>>,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
-    leader_metric: tokio::task::JoinHandle<()>,
+/// The tokens and certificates the controller presents, read once at start as check-config
+/// reads them.
+struct Secrets {
+    master_token: Option<String>,
+    master_tls: crate::live::tls::LoadedTls,
+    prometheus_token: Option<String>,
+    prometheus_tls: crate::live::tls::LoadedTls,
+}
+
+impl Secrets {
+    fn read(config: &RunConfig) -> Result<Secrets, StartError> {
+        let token =
+            |path: &Option<std::path::PathBuf>| path.as_deref().map(crate::live::master::read_token_file).transpose();
+        Ok(Secrets {
+            master_token: token(&config.master_token_file)?,
+            master_tls: config.master_tls.load("run.master_tls")?,
+            prometheus_token: token(&config.prometheus_token_file)?,
+            prometheus_tls: config.prometheus_tls.load("run.prometheus_tls")?,
+        })
+    }
+}
+
+/// The sampler of the services' load and latency, when any service has a source.
+fn sampler(
+    config: &RunConfig,
+    secrets: &Secrets,
+    metrics: &Arc<Metrics>,
+    changed: &Arc<Notify>,
+) -> Result<Option<Arc<Sampler>>, StartError> {
+    if !config.services.iter().any(|s| s.load.is_some() || s.latency_p99.is_some()) {
+        return Ok(None);
+    }
+    let sampler = Sampler::new(
+        &config.services,
+        config.prometheus_url.as_deref(),
+        config.sample_stale_after,
+        // The trend's window ends at the newest sample, which may be up to the stale limit
+        // old: cut at `now`, the oldest sample it fits would vanish between two samples and
+        // the trend with it (core/forecast.rs, `load_trend_factor`).
+        config.controller.trend_window + config.sample_stale_after,
+        metrics.clone(),
+    )?
+    .with_tls(&secrets.prometheus_tls)?
+    .with_prometheus_token(secrets.prometheus_token.as_deref())?
+    .with_wake(changed.clone());
+    Ok(Some(Arc::new(sampler)))
+}
+
+/// Starts the watches of nodes, pods, HPAs and master Services, and of the adapted job kinds
+/// when adapters are on; each runs until the controller stops.
+async fn start_reflectors(
+    config: &RunConfig,
+    client: &Client,
+    changed: &Arc<Notify>,
+    stats: &Arc<WatchStats>,
+    tasks: &mut Supervisor,
+) -> Result<(Caches, Option<AdapterJobs>), StartError> {
+    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
+    for (kind, driver) in KINDS.iter().zip(drivers) {
+        tasks.spawn_infallible(format!("reflector {kind}"), Until::Aborted, driver);
+    }
+    if !config.adapters {
+        return Ok((caches, None));
+    }
+    let (adapters, drivers) = AdapterJobs::start(client.clone(), changed.clone()).await?;
+    tracing::info!(watched = ?adapters.watched_kinds(), absent = ?adapters.absent_kinds(), "adapters on");
+    for (kind, driver) in adapters.watched_kinds().iter().zip(drivers) {
+        tasks.spawn_infallible(format!("reflector {kind}"), Until::Aborted, driver);
+    }
+    Ok((caches, Some(adapters)))
+}
+
+/// Resolves once every reflector has listed its objects.
+async fn listed(caches: &Caches, adapters: Option<&AdapterJobs>) -> Result<(), WatchStopped> {
+    caches.wait_until_ready().await?;
+    if let Some(a) = adapters {
+        a.wait_until_ready().await;
+    }
+    Ok(())
+}
+
+/// Campaigns for the Lease until the stop, and exports whether this replica leads. Returns the
+/// elector and the margin: no other replica may lead sooner than this after we stop
+/// publishing leadership.
+fn start_election(
+    config: &RunConfig,
+    client: &Client,
+    identity: &str,
+    metrics: &Arc<Metrics>,
+    tasks: &mut Supervisor,
+) -> Result<(Arc<LeaderElector>, Duration), StartError> {
+    let lease =
+        LeaseConfig::with_duration(&config.lease_namespace, &config.lease_name, identity, config.lease_duration);
+    let margin = lease.lease_duration.saturating_sub(lease.renew_deadline);
+    let api = Api::<Lease>::namespaced(client.clone(), &config.lease_namespace);
+    let elector = LeaderElector::new(api, lease).map_err(|source| StartError::Lease {
+        namespace: config.lease_namespace.clone(),
+        name: config.lease_name.clone(),
+        source: Box::new(source),
+    })?;
+    let elector = Arc::new(elector);
+    let (campaigner, stopped) = (elector.clone(), tasks.stopped());
+    tasks.spawn_infallible("leader election", Until::Stop, async move { campaigner.run(stopped).await });
+    let (mut rx, metrics) = (elector.subscribe(), metrics.clone());
+    tasks.spawn_infallible("leader gauge", Until::Aborted, async move {
+        loop {
+            metrics.set_leader(*rx.borrow_and_update());
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok((elector, margin))
+}
+
+/// Where the jobs are found: master Services and Pods, and the adapted kinds.
+fn job_directory(
+    config: &RunConfig,
+    secrets: Secrets,
+    caches: &Caches,
+    adapters: Option<AdapterJobs>,
+) -> Result<JobDirectory, StartError> {
+    let http = crate::live::master::MasterClient::http_client(&secrets.master_tls)?;
+    let factory = MasterClients {
+        http,
+        token: secrets.master_token,
+        timeout: config.master_timeout,
+        retry: RetryPolicy::default(),
+    };
+    Ok(JobDirectory {
+        masters: MasterDiscovery::new(Box::new(factory)),
+        master_services: caches.masters.clone(),
+        state: caches.state.clone(),
+        adapters,
+        namespaces: config.job_namespaces.clone(),
+    })
+}
+
+/// Polls every job's status on `interval` until the stop.
+fn spawn_polling(tasks: &mut Supervisor, poller: &Arc<Poller>, directory: &Arc<JobDirectory>, interval: Duration) {
+    let (poller, directory, stopped) = (poller.clone(), directory.clone(), tasks.stopped());
+    tasks.spawn_infallible("status poller", Until::Stop, async move {
+        tokio::pin!(stopped);
+        let mut ticker = tokio::time::interval(interval);
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = ticker.tick() => poller.discover_and_poll(&directory).await,
+            }
+        }
+    });
+}
+
+/// Copies the watches' restart counts into the metrics every second. The counts are kept by
+/// the reflectors (`WatchStats`, `AdapterJobs::watch_restarts`), which do not hold the metrics.
+fn spawn_stats_sync(
+    tasks: &mut Supervisor,
+    metrics: &Arc<Metrics>,
+    stats: &Arc<WatchStats>,
+    adapters: Option<AdapterJobs>,
 ) {
-    let _ = campaign.await;
+    let (metrics, stats, stopped) = (metrics.clone(), stats.clone(), tasks.stopped());
+    tasks.spawn_infallible("watch restart counts", Until::Stop, async move {
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                    for (kind, total) in stats.restart_counts() {
+                        metrics.sync_watch_restarts(kind, total);
+                    }
+                    if let Some(a) = &adapters {
+                        metrics.sync_watch_restarts(ADAPTER_JOBS_WATCH_KIND, a.watch_restarts());
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// After the stop: waits for the tasks that finish by themselves (the actuator lets its
+/// commands in flight finish, bounded), releases the Lease so another replica takes over at
+/// once, and stops the rest. A task that stopped the controller is its error.
+async fn stop(mut tasks: Supervisor, elector: &LeaderElector) -> Result<(), RunError> {
+    tasks.drain().await;
     match elector.release().await {
         Ok(true) => tracing::info!("released the leader Lease"),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "could not release the leader Lease; it expires by itself"),
     }
-    for r in reflectors {
-        r.abort();
-    }
-    leader_metric.abort();
-    let _ = server.await;
+    tasks.finish().await?;
+    Ok(())
 }

@@ -22,6 +22,13 @@ use crate::live::view::OnlineService;
 /// HPA may be pointed at another target).
 const SELECTOR_TTL: Duration = Duration::from_secs(300);
 
+/// Bound on reading one scale target's selector (API discovery of its kind and its `/scale`).
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A read that timed out is tried again this soon, rather than after [`SELECTOR_TTL`]: the API
+/// server was slow, not the target wrong.
+const TIMED_OUT_RETRY: Duration = Duration::from_secs(30);
+
 /// The scale target an HPA points at.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Target {
@@ -33,7 +40,8 @@ struct Target {
 
 struct Resolved {
     selector: Result<LabelSelector, String>,
-    at: Instant,
+    /// When it is read again.
+    until: Instant,
 }
 
 pub struct ServiceDirectory {
@@ -73,20 +81,37 @@ impl ServiceDirectory {
     }
 
     /// Reads the selectors of scale targets not resolved yet (or resolved too long ago).
-    /// Called before building a snapshot; normally a no-op.
+    /// Called before building a snapshot; normally a no-op. Each read is bounded by
+    /// [`RESOLVE_TIMEOUT`]: an API server that does not answer delays a decision by that much
+    /// at most, and the services of that target are reported as unresolved until the retry.
     pub async fn resolve(&self, hpas: &[Arc<HorizontalPodAutoscaler>]) {
-        let wanted: Vec<Target> = self.sources(hpas).iter().filter_map(|s| target_of(s, hpas)).collect();
-        let missing: Vec<Target> = {
+        let mut wanted: BTreeMap<Target, Vec<String>> = BTreeMap::new();
+        for s in self.sources(hpas) {
+            if let Some(t) = target_of(&s, hpas) {
+                wanted.entry(t).or_default().push(object_key(&s.namespace, &s.name));
+            }
+        }
+        let missing: Vec<(Target, Vec<String>)> = {
             let cache = self.lock();
-            wanted.into_iter().filter(|t| cache.get(t).is_none_or(|r| r.at.elapsed() > SELECTOR_TTL)).collect()
+            wanted.into_iter().filter(|(t, _)| cache.get(t).is_none_or(|r| Instant::now() > r.until)).collect()
         };
-        for target in missing {
-            let selector = self.read_selector(&target).await;
+        for (target, services) in missing {
+            let (selector, ttl) = match tokio::time::timeout(RESOLVE_TIMEOUT, self.read_selector(&target)).await {
+                Ok(read) => (read, SELECTOR_TTL),
+                Err(_) => {
+                    let e = format!(
+                        "{} {}/{} /scale: no answer from the API server within {RESOLVE_TIMEOUT:?}",
+                        target.kind, target.namespace, target.name
+                    );
+                    (Err(e), TIMED_OUT_RETRY)
+                }
+            };
             if let Err(e) = &selector {
-                tracing::warn!(namespace = %target.namespace, kind = %target.kind, name = %target.name, error = %e,
+                tracing::warn!(services = ?services, namespace = %target.namespace, kind = %target.kind,
+                    name = %target.name, error = %e,
                     "cannot read the scale target's selector; its pods are not counted as online");
             }
-            self.lock().insert(target, Resolved { selector, at: Instant::now() });
+            self.lock().insert(target, Resolved { selector, until: Instant::now() + ttl });
         }
     }
 
