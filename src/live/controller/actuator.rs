@@ -51,17 +51,31 @@ struct Sent {
 }
 
 pub struct Actuator {
-    pub config: ActuatorConfig,
-    pub client: Client,
+    config: ActuatorConfig,
+    client: Client,
     /// The cluster state: the workers to delete past a deadline are found there.
-    pub state: SharedState,
-    pub poller: Arc<Poller>,
-    pub metrics: Arc<Metrics>,
-    pub recorder: Arc<DecisionRecorder>,
-    pub gate: Arc<WriteGate>,
+    state: SharedState,
+    poller: Arc<Poller>,
+    metrics: Arc<Metrics>,
+    recorder: Arc<DecisionRecorder>,
+    gate: Arc<WriteGate>,
 }
 
 impl Actuator {
+    /// `client` deletes workers past a deadline; every write goes through `gate`, and what was
+    /// done is written on the job by `recorder`.
+    pub fn new(
+        config: ActuatorConfig,
+        client: Client,
+        state: SharedState,
+        poller: Arc<Poller>,
+        metrics: Arc<Metrics>,
+        recorder: Arc<DecisionRecorder>,
+        gate: Arc<WriteGate>,
+    ) -> Actuator {
+        Actuator { config, client, state, poller, metrics, recorder, gate }
+    }
+
     /// Runs until `shutdown` resolves, then waits up to `grace` for commands in flight (a
     /// master may already be applying them; their answers are still recorded) and abandons the
     /// rest. Pending deadlines are dropped: the next leader decides afresh.

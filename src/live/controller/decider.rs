@@ -24,21 +24,43 @@ use crate::telemetry::Metrics;
 /// Where service readings come from (the sampler; nothing when no service has a source).
 pub type ReadingsFn = Box<dyn Fn(Duration) -> BTreeMap<String, ServiceReading> + Send + Sync>;
 
-pub struct Decider {
-    pub core: Core,
+/// Where a decision reads the cluster from, besides the core's own memory.
+pub struct Sources {
+    /// The reflectors' caches: nodes, pods, HPAs, master Services.
     pub caches: Caches,
+    /// The jobs and their statuses.
     pub poller: Arc<Poller>,
+    /// The online services and their selectors.
     pub services: ServiceDirectory,
+    /// The services' load and latency samples.
     pub readings: ReadingsFn,
-    pub metrics: Arc<Metrics>,
-    pub leader: watch::Receiver<bool>,
-    pub dry_run: bool,
-    pub actuation: watch::Sender<Actuation>,
+}
+
+pub struct Decider {
+    core: Core,
+    sources: Sources,
+    metrics: Arc<Metrics>,
+    leader: watch::Receiver<bool>,
+    dry_run: bool,
+    actuation: watch::Sender<Actuation>,
     /// Problems reported by the previous decision, so each is logged once when it appears.
-    pub known_problems: Vec<String>,
+    known_problems: Vec<String>,
 }
 
 impl Decider {
+    /// A decider that hands its intents to `actuation` while `leader` says this replica leads
+    /// and it is not a dry run (a follower sends an empty actuation instead).
+    pub fn new(
+        core: Core,
+        sources: Sources,
+        metrics: Arc<Metrics>,
+        leader: watch::Receiver<bool>,
+        dry_run: bool,
+        actuation: watch::Sender<Actuation>,
+    ) -> Decider {
+        Decider { core, sources, metrics, leader, dry_run, actuation, known_problems: Vec::new() }
+    }
+
     pub async fn run(
         mut self,
         changed: Arc<Notify>,
@@ -75,14 +97,15 @@ impl Decider {
 
     /// One decision; returns the actuation it produced (also sent to the actuator when acting).
     pub async fn decide_once(&mut self) -> Actuation {
-        let hpas = self.caches.hpas.state();
-        self.services.resolve(&hpas).await;
+        let Sources { caches, poller, services, readings } = &self.sources;
+        let hpas = caches.hpas.state();
+        services.resolve(&hpas).await;
         let started = Instant::now();
         // Monotonic: a step of the wall clock must not age the core's memories at once.
         let now = crate::live::clock::now();
-        let (services, mut problems) = self.services.services(&hpas, &(self.readings)(now));
+        let (services, mut problems) = services.services(&hpas, &readings(now));
         // The jobs the latest poll found, with their statuses: one list, owned by the poller.
-        let known = self.poller.known();
+        let known = poller.known();
         problems.extend(known.problems);
         let statuses = known.jobs;
         let sources: Vec<JobSource> = statuses
@@ -99,7 +122,7 @@ impl Decider {
         let inputs = Inputs { now, hpas: &hpas, services: &services, jobs: &sources };
         // The state is held for the decision only: watch events wait meanwhile, so the
         // snapshot is one consistent picture, and nothing is copied out of it.
-        let shared = self.caches.state.clone();
+        let shared = caches.state.clone();
         let mut state = crate::live::state::lock(&shared);
         let (snap, view_problems) = view::snapshot(&mut state, &inputs);
         problems.extend(view_problems);

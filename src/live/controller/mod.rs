@@ -140,25 +140,20 @@ pub async fn run(
     // Every write checks leadership as it goes out and ends within the margin the Lease leaves
     // before another replica may lead (lease.rs, "Safety").
     let gate = Arc::new(gate::WriteGate::new(elector.subscribe(), margin, metrics.clone()));
-    let actuator = Actuator {
-        config: ActuatorConfig {
-            release_deadline: config.controller.release_deadline,
-            // Three attempts and the jittered waits between them.
-            command_timeout: config.master_timeout * 3 + Duration::from_secs(5),
-            max_backoff: Duration::from_secs(30),
-        },
-        client: client.clone(),
-        state: caches.state.clone(),
-        poller: poller.clone(),
-        metrics: metrics.clone(),
-        recorder: Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone())),
-        gate,
+    let actuator_config = ActuatorConfig {
+        release_deadline: config.controller.release_deadline,
+        // Three attempts and the jittered waits between them.
+        command_timeout: config.master_timeout * 3 + Duration::from_secs(5),
+        max_backoff: Duration::from_secs(30),
     };
+    let recorder = Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone()));
+    let state = caches.state.clone();
+    let actuator =
+        Actuator::new(actuator_config, client.clone(), state, poller.clone(), metrics.clone(), recorder, gate);
     let stopped = tasks.stopped();
     tasks.spawn_infallible("actuator", Until::Stop, actuator.run(actuation_rx, stopped));
 
-    let decider = Decider {
-        core: Core::new(config.controller.clone()),
+    let sources = decider::Sources {
         caches: caches.clone(),
         poller: poller.clone(),
         services: ServiceDirectory::new(client.clone(), config.services.clone()),
@@ -166,12 +161,9 @@ pub async fn run(
             Some(s) => Box::new(move |now| s.readings(now)),
             None => Box::new(|_| BTreeMap::new()),
         },
-        metrics: metrics.clone(),
-        leader: elector.subscribe(),
-        dry_run: config.dry_run,
-        actuation: actuation_tx,
-        known_problems: Vec::new(),
     };
+    let core = Core::new(config.controller.clone());
+    let decider = Decider::new(core, sources, metrics.clone(), elector.subscribe(), config.dry_run, actuation_tx);
     let (tick, debounce, stopped) = (config.tick, config.debounce, tasks.stopped());
     tasks.spawn_infallible("decider", Until::Stop, async move {
         // The first status poll before the first decision, so that jobs are known from the start.
