@@ -218,21 +218,43 @@ pub fn pod_is_ready(p: &KubePod) -> bool {
         .is_some_and(|c| c.status == "True")
 }
 
-/// Training pods are recognised by the protocol labels; online pods by the services whose
-/// selectors match them (HPA scale targets or configured selectors); the rest is system.
+/// The value of [`MASTER_LABEL`] that makes an object a job's master.
+const MASTER_LABEL_VALUE: &str = "true";
+
+/// Whether a Service or Pod with these labels is a job's master (master protocol v1,
+/// "Discovery": labelled `colocate.dev/master: "true"`). The one rule: the watch selects master
+/// Services by it ([`master_selector`]) and keeps master Pods' annotations and ports by it, the
+/// state keeps master Pods for discovery by it, and [`classify`] counts such pods as training.
+pub fn is_master(labels: &BTreeMap<String, String>) -> bool {
+    labels.get(MASTER_LABEL).is_some_and(|v| v == MASTER_LABEL_VALUE)
+}
+
+/// [`is_master`] as a label selector, for a watch that lists master objects only.
+pub fn master_selector() -> String {
+    format!("{MASTER_LABEL}={MASTER_LABEL_VALUE}")
+}
+
+/// The job whose worker a pod with these labels is (`colocate.dev/job: <job>` and
+/// `colocate.dev/role: worker`).
+pub fn worker_of(labels: &BTreeMap<String, String>) -> Option<&str> {
+    let job = labels.get(JOB_LABEL)?;
+    labels.get(ROLE_LABEL).is_some_and(|r| r == "worker").then_some(job.as_str())
+}
+
+/// Training pods are recognised by the protocol labels (a job's workers, its master, and the
+/// pods in the `master` role of a job, such as a PyTorchJob's master replica); online pods by the
+/// services whose selectors match them (HPA scale targets or configured selectors); the rest is
+/// system.
 pub fn classify(
     labels: &BTreeMap<String, String>,
     online: &[(String, crate::live::selector::LabelSelector)],
 ) -> PodClass {
-    if let Some(job) = labels.get(JOB_LABEL) {
-        match labels.get(ROLE_LABEL).map(String::as_str) {
-            Some("worker") => return PodClass::Worker { job: job.as_str().into() },
-            Some("master") => return PodClass::Master { job: job.as_str().into() },
-            _ => {}
-        }
+    if let Some(job) = worker_of(labels) {
+        return PodClass::Worker { job: job.into() };
     }
-    if labels.get(MASTER_LABEL).is_some_and(|v| v == "true") {
-        return PodClass::Master { job: labels.get(JOB_LABEL).map_or("", String::as_str).into() };
+    let job = labels.get(JOB_LABEL);
+    if is_master(labels) || (job.is_some() && labels.get(ROLE_LABEL).is_some_and(|r| r == "master")) {
+        return PodClass::Master { job: job.map_or("", String::as_str).into() };
     }
     for (service, selector) in online {
         if selector.matches(labels) {
@@ -518,6 +540,18 @@ mod tests {
         // A worker label wins over a service selector that happens to match too.
         let both = pod(json!({"app": "nginx", "colocate.dev/job": "wd", "colocate.dev/role": "worker"}));
         assert_eq!(classify(&both, &online), PodClass::Worker { job: "wd".into() });
+        // A master by the protocol's label, with or without its job's name.
+        let master = pod(json!({"colocate.dev/master": "true", "colocate.dev/job": "wd"}));
+        assert!(is_master(&master) && worker_of(&master).is_none());
+        assert_eq!(classify(&master, &online), PodClass::Master { job: "wd".into() });
+        assert_eq!(
+            classify(&pod(json!({"colocate.dev/master": "true"})), &online),
+            PodClass::Master { job: "".into() }
+        );
+        // The `master` role counts as training, but only the label makes an object one to discover.
+        assert!(!is_master(&pod(json!({"colocate.dev/job": "wd", "colocate.dev/role": "master"}))));
+        assert!(!is_master(&pod(json!({"colocate.dev/master": "false"}))));
+        assert_eq!(master_selector(), "colocate.dev/master=true");
     }
 
     #[test]

@@ -20,8 +20,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use thiserror::Error;
 use tokio::sync::{watch, Notify};
 
-use super::names::MASTER_LABEL;
 use super::state::{lock, ClusterState, SharedState};
+use super::translate;
 
 /// Read handles of the caches.
 #[derive(Clone)]
@@ -69,7 +69,7 @@ impl Caches {
         let d0 = feed.driver(Api::all(client.clone()), strip_node, ClusterState::apply_node, 0, &changed, &stats);
         let d1 = feed.driver(Api::all(client.clone()), strip_pod, ClusterState::apply_pod, 1, &changed, &stats);
         let (hpas, d2) = reflect(Api::all(client.clone()), watcher::Config::default(), strip_meta, 2, &changed, &stats);
-        let masters_only = watcher::Config::default().labels(&format!("{MASTER_LABEL}=true"));
+        let masters_only = watcher::Config::default().labels(&translate::master_selector());
         let (masters, d3) = reflect(Api::all(client), masters_only, strip_service, 3, &changed, &stats);
         (Caches { state: feed.state, listed, hpas, masters }, vec![d0, d1, d2, d3])
     }
@@ -227,7 +227,7 @@ fn strip_node(n: &mut Node) {
 /// annotations (job overrides) and container ports (the port named `master`).
 fn strip_pod(p: &mut Pod) {
     p.managed_fields_mut().clear();
-    let is_master = p.labels().get(MASTER_LABEL).is_some_and(|v| v == "true");
+    let is_master = translate::is_master(p.labels());
     if !is_master {
         p.annotations_mut().clear();
     }

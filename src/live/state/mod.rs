@@ -15,7 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 use kube::runtime::watcher::Event;
 
-use super::names::{object_key, JOB_LABEL, MASTER_LABEL, ROLE_LABEL};
+use super::names::object_key;
 use super::selector::LabelSelector;
 use super::translate;
 use crate::core::{Node, Pod, PodClass, Snapshot};
@@ -244,7 +244,7 @@ impl ClusterState {
             .pods
             .iter()
             .zip(&self.facts)
-            .filter(|(_, f)| f.namespace == namespace && is_worker_of(&f.labels, job))
+            .filter(|(_, f)| f.namespace == namespace && translate::worker_of(&f.labels) == Some(job))
             .map(|(p, f)| WorkerPod {
                 name: p.name.split_once('/').map_or(p.name.as_str(), |(_, n)| n).to_string(),
                 uid: f.uid.clone(),
@@ -255,8 +255,7 @@ impl ClusterState {
 
     fn pod_entry(&mut self, p: &KubePod) -> PodEntry {
         let key = pod_key(p);
-        let is_master = p.metadata.labels.as_ref().and_then(|l| l.get(MASTER_LABEL)).is_some_and(|v| v == "true");
-        let master = is_master.then(|| Arc::new(p.clone()));
+        let master = p.metadata.labels.as_ref().is_some_and(translate::is_master).then(|| Arc::new(p.clone()));
         if translate::pod_is_finished(p) {
             return (key, Translated::Finished, None);
         }
@@ -368,8 +367,4 @@ fn node_entry(n: &KubeNode) -> (String, TranslatedNode) {
 
 fn pod_key(p: &KubePod) -> String {
     object_key(p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
-}
-
-fn is_worker_of(labels: &BTreeMap<String, String>, job: &str) -> bool {
-    labels.get(JOB_LABEL).is_some_and(|j| j == job) && labels.get(ROLE_LABEL).is_some_and(|r| r == "worker")
 }
