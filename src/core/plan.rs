@@ -10,6 +10,7 @@ use super::config::Config;
 use super::damping::Memory;
 use super::fewest_jobs::{concentrate, Losing, Worker};
 use super::fill::{fill_counts, water_fill, FillEntry};
+use super::placer::{place_one, Holds};
 use super::pod_index::PodIndex;
 use super::resources::Resources;
 use super::snapshot::{Job, PodClass, Snapshot};
@@ -302,7 +303,7 @@ impl<'a> Keeping<'a> {
             return;
         }
         for _ in kept..self.job.min_workers {
-            match place_worker(rooms, held_below, &self.job.worker, false) {
+            match place_one(rooms, held_below, &self.job.worker, Holds::Respect) {
                 Some(node) => {
                     self.taken.push((node, self.job.worker));
                     plan.kept_starting += 1;
@@ -353,7 +354,7 @@ impl<'a> Keeping<'a> {
             let name = self.pods.pending.get(self.next_pending);
             self.next_pending += 1;
             // Starting workers keep their claim even on nodes held for growth: they were granted.
-            match place_worker(rooms, held_below, &self.job.worker, true) {
+            match place_one(rooms, held_below, &self.job.worker, Holds::Ignore) {
                 Some(node) => {
                     self.taken.push((node, self.job.worker));
                     plan.kept_starting += 1;
@@ -524,7 +525,7 @@ fn take_floor(
 ) -> Vec<(usize, Resources)> {
     let mut took = Vec::with_capacity(floor);
     while took.len() < floor {
-        match place_worker(rooms, held_below, worker, false) {
+        match place_one(rooms, held_below, worker, Holds::Respect) {
             Some(node) => took.push((node, *worker)),
             None => break,
         }
@@ -536,31 +537,4 @@ fn give_back(rooms: &mut [NodeRoom], taken: &[(usize, Resources)]) {
     for &(node, r) in taken {
         rooms[node].training_room += r;
     }
-}
-
-/// Picks a node for one worker and takes the room: best fit among nodes where it needs no
-/// lower-priority worker to leave, else best fit among nodes where it fits at all.
-fn place_worker(
-    rooms: &mut [NodeRoom],
-    held_below: &[Resources],
-    worker: &Resources,
-    ignore_hold: bool,
-) -> Option<usize> {
-    let mut best: Option<(bool, i64, i64, i64, usize)> = None;
-    for (i, room) in rooms.iter().enumerate() {
-        if !room.schedulable || (room.hold_growth && !ignore_hold) || !worker.fits_in(&room.training_room) {
-            continue;
-        }
-        let displaces = !worker.fits_in(&(room.training_room - held_below[i]));
-        let left = room.training_room - *worker;
-        // The same order as the Placer: tightest in CPU, then memory, then GPU (a CPU worker
-        // prefers a node without spare GPUs), then the lowest index.
-        let key = (displaces, left.cpu_milli, left.memory_bytes, left.gpu, i);
-        if best.is_none_or(|b| key < b) {
-            best = Some(key);
-        }
-    }
-    let (_, _, _, _, i) = best?;
-    rooms[i].training_room -= *worker;
-    Some(i)
 }

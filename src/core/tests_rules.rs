@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::capacity::{node_rooms, online_needs, NodeRoom, OnlineNeed};
 use super::damping::{GrowVerdict, Memory};
 use super::fill::{fill_counts, water_fill, FillEntry};
-use super::placer::Placer;
+use super::placer::{place_one, Holds, Placer};
 use super::pod_index::PodIndex;
 use super::replicas::OnlineCounts;
 use super::test_support::*;
@@ -376,27 +376,6 @@ impl Rng {
     }
 }
 
-/// plan.rs `place_worker` for growth: among schedulable nodes without a growth hold where the
-/// worker fits, those where it fits without displacing lower-priority workers first, then the
-/// least CPU left, the least memory left, the fewest GPUs left, the lowest index.
-fn linear_place(rooms: &mut [NodeRoom], held_below: &[Resources], worker: &Resources) -> Option<usize> {
-    let mut best: Option<(bool, i64, i64, i64, usize)> = None;
-    for (i, room) in rooms.iter().enumerate() {
-        if !room.schedulable || room.hold_growth || !worker.fits_in(&room.training_room) {
-            continue;
-        }
-        let displaces = !worker.fits_in(&(room.training_room - held_below[i]));
-        let left = room.training_room - *worker;
-        let key = (displaces, left.cpu_milli, left.memory_bytes, left.gpu, i);
-        if best.is_none_or(|b| key < b) {
-            best = Some(key);
-        }
-    }
-    let i = best?.4;
-    rooms[i].training_room -= *worker;
-    Some(i)
-}
-
 fn room(allocatable: Resources, training_room: Resources) -> NodeRoom {
     NodeRoom {
         schedulable: true,
@@ -475,7 +454,7 @@ fn placer_picks_the_same_node_as_the_linear_best_fit() {
                 }
                 let w = rng.pick(&shapes);
                 let got = placer.place(&mut indexed, &w);
-                let want = linear_place(&mut linear, &held, &w);
+                let want = place_one(&mut linear, &held, &w, Holds::Respect);
                 assert_eq!(got, want, "seed {seed:#x} round {round} op {op}: worker {w}");
                 match got {
                     Some(node) => {
@@ -513,6 +492,9 @@ fn placer_prefers_not_displacing_then_tightest_then_lowest_index() {
     rooms[3].schedulable = false;
     rooms[4].hold_growth = true;
     let held = vec![Resources::ZERO, res(1500, 0), Resources::ZERO, Resources::ZERO, Resources::ZERO, Resources::ZERO];
+    // The scan follows the same rule; a worker being started may also go where growth is held.
+    assert_eq!(place_one(&mut rooms.clone(), &held, &w, Holds::Respect), Some(5));
+    assert_eq!(place_one(&mut rooms.clone(), &held, &w, Holds::Ignore), Some(4));
     let mut placer = Placer::new(&rooms, &held, &[w]);
     let order: Vec<Option<usize>> = (0..10).map(|_| placer.place(&mut rooms, &w)).collect();
     // n5 (3 CPU, 4 GiB) first, then its leftovers, then n0 before n2 (same room, lower index),
@@ -675,7 +657,7 @@ fn cpu_worker_prefers_the_node_without_spare_gpus_on_a_tie() {
     let held = vec![Resources::ZERO; 2];
     let worker = Resources::new(1000, GI, 0);
     let mut linear = rooms.clone();
-    assert_eq!(linear_place(&mut linear, &held, &worker), Some(1));
+    assert_eq!(place_one(&mut linear, &held, &worker, Holds::Respect), Some(1));
     let mut placed = rooms.clone();
     let mut placer = Placer::new(&placed, &held, &[worker]);
     assert_eq!(placer.place(&mut placed, &worker), Some(1));
