@@ -108,9 +108,12 @@ fn cluster(nodes: usize) -> Cluster {
                 namespace: "ml".into(),
                 name: format!("job{j}"),
                 status: Some(serde_json::from_value(status).expect("a Status")),
-                overrides: JobOverrides::default(),
-                priority: (j % 3) as i32,
-                weight: 1.0 + (j % 4) as f64,
+                // Priority and weight as the jobs' annotations would give them.
+                overrides: JobOverrides {
+                    priority: Some((j % 3) as i32),
+                    weight: Some(1.0 + (j % 4) as f64),
+                    ..JobOverrides::default()
+                },
             }
         })
         .collect();

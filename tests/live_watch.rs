@@ -120,8 +120,6 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
         name: "wd".into(),
         status: Some(master_status()),
         overrides: JobOverrides::default(),
-        priority: 0,
-        weight: 1.0,
     }];
 
     // kwok marks the pods Ready shortly; wait until the view shows all of them ready.

@@ -40,16 +40,21 @@ impl OnlineService {
     }
 }
 
-/// A training job as its master reported it (`None`: the master did not answer).
+/// A training job as its master reported it (`None`: the master did not answer). Its priority
+/// and weight come from its object's annotations (`overrides`) alone: protocol v1's status
+/// carries neither, and without them a job has [`DEFAULT_PRIORITY`] and [`DEFAULT_WEIGHT`].
 #[derive(Clone, Debug)]
 pub struct JobSource {
     pub namespace: String,
     pub name: String,
     pub status: Option<Status>,
     pub overrides: JobOverrides,
-    pub priority: i32,
-    pub weight: f64,
 }
+
+/// A job's priority without a `colocate.dev/priority` annotation.
+pub const DEFAULT_PRIORITY: i32 = 0;
+/// A job's weight without a `colocate.dev/weight` annotation.
+pub const DEFAULT_WEIGHT: f64 = 1.0;
 
 impl JobSource {
     pub fn key(&self) -> String {
@@ -188,8 +193,8 @@ fn job(key: &str, source: &JobSource, status: &Status, grace: Duration) -> Resul
     }
     Ok(Job {
         name: key.to_string(),
-        priority: o.priority.unwrap_or(source.priority),
-        weight: o.weight.unwrap_or(source.weight),
+        priority: o.priority.unwrap_or(DEFAULT_PRIORITY),
+        weight: o.weight.unwrap_or(DEFAULT_WEIGHT),
         worker: Resources::new(cpu, memory, gpu),
         min_workers: min,
         max_workers: max,
@@ -253,14 +258,7 @@ mod tests {
     }
 
     fn source(ns: &str, name: &str, status: Option<Status>) -> JobSource {
-        JobSource {
-            namespace: ns.into(),
-            name: name.into(),
-            status,
-            overrides: JobOverrides::default(),
-            priority: 0,
-            weight: 1.0,
-        }
+        JobSource { namespace: ns.into(), name: name.into(), status, overrides: JobOverrides::default() }
     }
 
     #[test]

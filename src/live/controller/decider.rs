@@ -115,8 +115,6 @@ impl Decider {
                 name: p.job.name.clone(),
                 status: p.status.clone(),
                 overrides: p.job.overrides.clone(),
-                priority: 0,
-                weight: 1.0,
             })
             .collect();
         let inputs = Inputs { now, hpas: &hpas, services: &services, jobs: &sources };
