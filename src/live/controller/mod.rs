@@ -45,6 +45,7 @@ use self::services::ServiceDirectory;
 use crate::core::Core;
 use crate::live::adapters::{AdapterError, AdapterJobs};
 use crate::live::config::RunConfig;
+use crate::live::kinds::KindResources;
 use crate::live::lease::{default_identity, LeaderElector, LeaseConfig, LeaseError};
 use crate::live::master::{ClientConfigError, RetryPolicy};
 use crate::live::sampler::Sampler;
@@ -146,7 +147,9 @@ pub async fn run(
         command_timeout: config.master_timeout * 3 + Duration::from_secs(5),
         max_backoff: Duration::from_secs(30),
     };
-    let recorder = Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone()));
+    // Which API resource serves a kind, found once for the recorder and the services alike.
+    let kinds = Arc::new(KindResources::new(client.clone()));
+    let recorder = Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone(), kinds.clone()));
     let state = caches.state.clone();
     let actuator =
         Actuator::new(actuator_config, client.clone(), state, poller.clone(), metrics.clone(), recorder, gate);
@@ -156,7 +159,7 @@ pub async fn run(
     let sources = decider::Sources {
         caches: caches.clone(),
         poller: poller.clone(),
-        services: ServiceDirectory::new(client.clone(), config.services.clone()),
+        services: ServiceDirectory::new(client.clone(), config.services.clone(), kinds),
         readings: match sampler {
             Some(s) => Box::new(move |now| s.readings(now)),
             None => Box::new(|_| BTreeMap::new()),

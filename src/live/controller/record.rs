@@ -39,19 +39,15 @@ pub struct Record {
 pub struct DecisionRecorder {
     client: Client,
     events: EventWriter,
-    kinds: KindResources,
+    /// Shared with the service directory: one discovery request per kind.
+    kinds: Arc<KindResources>,
     /// Events and annotations are writes: only the leader makes them.
     gate: Arc<WriteGate>,
 }
 
 impl DecisionRecorder {
-    pub fn new(client: Client, instance: String, gate: Arc<WriteGate>) -> DecisionRecorder {
-        DecisionRecorder {
-            events: EventWriter::new(client.clone(), "colocate", &instance),
-            kinds: KindResources::new(client.clone()),
-            client,
-            gate,
-        }
+    pub fn new(client: Client, instance: String, gate: Arc<WriteGate>, kinds: Arc<KindResources>) -> DecisionRecorder {
+        DecisionRecorder { events: EventWriter::new(client.clone(), "colocate", &instance), kinds, client, gate }
     }
 
     pub async fn record(&self, object: &JobObject, record: &Record) {

@@ -48,17 +48,13 @@ pub struct ServiceDirectory {
     configured: Vec<ServiceSource>,
     client: Client,
     selectors: Mutex<BTreeMap<Target, Resolved>>,
-    kinds: KindResources,
+    /// Shared with the decision recorder: one discovery request per kind.
+    kinds: Arc<KindResources>,
 }
 
 impl ServiceDirectory {
-    pub fn new(client: Client, configured: Vec<ServiceSource>) -> ServiceDirectory {
-        ServiceDirectory {
-            configured,
-            kinds: KindResources::new(client.clone()),
-            client,
-            selectors: Mutex::new(BTreeMap::new()),
-        }
+    pub fn new(client: Client, configured: Vec<ServiceSource>, kinds: Arc<KindResources>) -> ServiceDirectory {
+        ServiceDirectory { configured, kinds, client, selectors: Mutex::new(BTreeMap::new()) }
     }
 
     /// The services as `ServiceSource`s: configured, or one per HPA (named after it).
