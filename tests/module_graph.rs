@@ -1,8 +1,10 @@
 //! The module graph reads top-down, checked on the source: the decision core imports nothing of
 //! the rest of the crate and no I/O crate (it is pure by construction, not by habit), telemetry
-//! does not import the live controller, and no two files import each other through a cycle of
-//! `use`s (a child importing from its parent module, or a parent naming its children, is not a
-//! cycle: that is where shared definitions live, and how children are declared).
+//! does not import the live controller, and no two files depend on each other through a cycle,
+//! whether a file names the other in a `use` or inline (`super::window::WINDOW_STEP_S` in an
+//! expression is as much a dependency as an import). A child importing from its parent module,
+//! or a parent naming its children, is not a cycle: that is where shared definitions live, and
+//! how children are declared.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,61 +42,265 @@ fn modules() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The paths a file's `use` items name, each resolved to an absolute path from the crate root
-/// (`crate::`, `super::` and `self::` expanded), and the external crates it uses.
-fn uses(module: &str, text: &str, mods: &BTreeMap<String, String>) -> (Vec<Vec<String>>, BTreeSet<String>) {
-    let here: Vec<String> = module.split("::").map(String::from).collect();
-    let children: BTreeSet<&str> =
-        mods.keys().filter_map(|m| m.strip_prefix(&format!("{module}::"))).filter(|c| !c.contains("::")).collect();
-    let mut paths = Vec::new();
-    let mut external = BTreeSet::new();
-    // `use` items, including multi-line ones, up to their `;` (test modules too: a test that
-    // imports a file is an edge like any other).
-    let mut items = Vec::new();
-    let mut open: Option<String> = None;
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some(acc) = open.as_mut() {
-            acc.push_str(t);
-        } else if let Some(rest) =
-            ["use ", "pub use ", "pub(crate) use ", "pub(super) use "].iter().find_map(|p| t.strip_prefix(p))
-        {
-            open = Some(rest.to_string());
-        }
-        if open.as_ref().is_some_and(|acc| acc.contains(';')) {
-            let acc = open.take().unwrap();
-            items.push(acc[..acc.find(';').unwrap()].chars().filter(|c| !c.is_whitespace()).collect::<String>());
+/// A file's code without its comments, string and character literals: a path in a doc link,
+/// a message or a format string is no dependency.
+fn code(text: &str) -> String {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < c.len() {
+        let at = |k: usize| c.get(k).copied().unwrap_or('\0');
+        let word = |k: usize| k < c.len() && (c[k].is_alphanumeric() || c[k] == '_');
+        // An `r` that starts a literal: not inside an identifier, except a byte string's `br`.
+        let starts_literal = i == 0 || !word(i - 1) || (c[i - 1] == 'b' && (i == 1 || !word(i - 2)));
+        if c[i] == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if c[i] == '/' && at(i + 1) == '*' {
+            // Block comments nest.
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if c[i] == 'r' && starts_literal && at((i + 1..).find(|&k| at(k) != '#').unwrap()) == '"' {
+            // A raw string: r"..." or r#"..."#, closed by a quote and as many hashes.
+            let mut k = i + 1;
+            let mut hashes = 0;
+            while at(k) == '#' {
+                hashes += 1;
+                k += 1;
+            }
+            k += 1;
+            loop {
+                if k >= c.len() {
+                    break;
+                }
+                if c[k] == '"' && (1..=hashes).all(|h| at(k + h) == '#') {
+                    k += 1 + hashes;
+                    break;
+                }
+                k += 1;
+            }
+            i = k;
+            out.push_str("\"\"");
+        } else if c[i] == '"' {
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c[i] == '\'' && (at(i + 1) == '\\' || at(i + 2) == '\'') {
+            // A character literal ('x', '\n', '\''); a lifetime ('a) stays.
+            i += 1;
+            if at(i) == '\\' {
+                i += 2;
+            } else {
+                i += 1;
+            }
+            while i < c.len() && c[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else {
+            out.push(c[i]);
+            i += 1;
         }
     }
-    for body in items {
-        for path in expand(&body) {
-            let mut segs = path.split("::").map(String::from).collect::<Vec<_>>();
-            let mut abs = match segs.first().map(String::as_str) {
-                Some("crate") => Vec::new(),
-                Some("super") => {
-                    let mut base = here.clone();
-                    while segs.first().is_some_and(|s| s == "super") {
-                        base.pop();
-                        segs.remove(0);
-                    }
-                    segs.insert(0, "self".into());
-                    base
-                }
-                Some("self") => here.clone(),
-                // A child module named without `self::` (`pub use config::Config` in a mod.rs).
-                Some(child) if children.contains(child) => {
-                    segs.insert(0, "self".into());
-                    here.clone()
-                }
-                Some(krate) => {
-                    external.insert(krate.to_string());
-                    continue;
-                }
-                None => continue,
-            };
-            abs.extend(segs.into_iter().skip(1));
-            paths.push(abs);
+    out
+}
+
+/// Identifiers (and numbers), `::`, and single punctuation characters.
+fn tokens(code: &str) -> Vec<String> {
+    let c: Vec<char> = code.chars().collect();
+    let word = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        if word(c[i]) {
+            let start = i;
+            while i < c.len() && word(c[i]) {
+                i += 1;
+            }
+            out.push(c[start..i].iter().collect());
+        } else if c[i] == ':' && c.get(i + 1) == Some(&':') {
+            out.push("::".into());
+            i += 2;
+        } else {
+            if !c[i].is_whitespace() {
+                out.push(c[i].to_string());
+            }
+            i += 1;
         }
+    }
+    out
+}
+
+fn is_ident(t: &str) -> bool {
+    t.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+}
+
+/// The crates the package depends on, as code names them (`serde_json` for `serde-json`), and
+/// the standard library's.
+fn dependencies() -> BTreeSet<String> {
+    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let mut deps: BTreeSet<String> = ["std", "core", "alloc"].map(String::from).into();
+    let mut in_deps = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line.ends_with("dependencies]");
+        } else if let Some((name, _)) = line.split_once('=').filter(|_| in_deps && !line.starts_with('#')) {
+            deps.insert(name.trim().replace('-', "_"));
+        }
+    }
+    deps
+}
+
+/// The crate paths a file names, each resolved to an absolute path from the crate root, and the
+/// external crates it uses. Read are its `use` items (multi-line ones too, in test modules too:
+/// a test that imports a file is an edge like any other) and the paths written inline in
+/// expressions, types and attributes: `crate::x::y`, `super::x::y`, `self::x::y`, and `x::y`
+/// where `x` is a name a `use` brought in, a child module, or a sibling module. `super` is
+/// counted from the module the path is written in, inline `mod` blocks included.
+fn uses(module: &str, text: &str, mods: &BTreeMap<String, String>) -> (Vec<Vec<String>>, BTreeSet<String>) {
+    let file: Vec<String> = module.split("::").map(String::from).collect();
+    let children_of = |m: &[String]| -> BTreeSet<String> {
+        let prefix = format!("{}::", m.join("::"));
+        mods.keys().filter_map(|k| k.strip_prefix(&prefix)).filter(|c| !c.contains("::")).map(String::from).collect()
+    };
+    let children = children_of(&file);
+    let siblings = children_of(&file[..file.len() - 1]);
+    let deps = dependencies();
+    let toks = tokens(&code(text));
+
+    // Resolves a path written in module `here`; `None` for an external crate or a name that is
+    // not a module path (a type, a local, a primitive).
+    enum Resolved {
+        Internal(Vec<String>),
+        External(String),
+        Other,
+    }
+    let resolve = |segs: &[String], here: &[String], bound: &BTreeMap<String, Vec<String>>, inline: bool| {
+        let rest = |skip: usize, mut base: Vec<String>| {
+            base.extend(segs[skip..].iter().cloned());
+            Resolved::Internal(base)
+        };
+        match segs[0].as_str() {
+            "crate" => rest(1, Vec::new()),
+            "super" => {
+                let mut base = here.to_vec();
+                let ups = segs.iter().take_while(|s| *s == "super").count();
+                base.truncate(base.len().saturating_sub(ups));
+                rest(ups, base)
+            }
+            "self" => rest(1, here.to_vec()),
+            first if inline && bound.contains_key(first) => rest(1, bound[first].clone()),
+            first if here == file && children.contains(first) => rest(0, file.clone()),
+            first if inline && here == file && siblings.contains(first) => rest(0, file[..file.len() - 1].to_vec()),
+            first if !inline || deps.contains(first) => Resolved::External(first.to_string()),
+            _ => Resolved::Other,
+        }
+    };
+
+    let mut paths = Vec::new();
+    let mut external = BTreeSet::new();
+    // Names `use` items bring in, by what they resolve to (internal paths only).
+    let mut bound: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Inline `mod name {` blocks: their names and the brace depth inside them.
+    let mut scope: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0;
+    let mut i = 0;
+    while i < toks.len() {
+        let here: Vec<String> = file.iter().cloned().chain(scope.iter().map(|(m, _)| m.clone())).collect();
+        let t = toks[i].as_str();
+        match t {
+            "{" => depth += 1,
+            "}" => {
+                if scope.last().is_some_and(|(_, d)| *d == depth) {
+                    scope.pop();
+                }
+                depth -= 1;
+            }
+            "mod" if toks.get(i + 2).is_some_and(|t| t == "{") => {
+                scope.push((toks[i + 1].clone(), depth + 1));
+                depth += 1;
+                i += 3;
+                continue;
+            }
+            "use" => {
+                // The item up to its `;`, `as` aliases marked with `@`.
+                let mut body = String::new();
+                i += 1;
+                while i < toks.len() && toks[i] != ";" {
+                    if toks[i] == "as" {
+                        body.push('@');
+                    } else {
+                        body.push_str(&toks[i]);
+                    }
+                    i += 1;
+                }
+                for item in expand(&body) {
+                    let (path, alias) = item.split_once('@').map_or((item.as_str(), None), |(p, a)| (p, Some(a)));
+                    let mut segs: Vec<String> = path.split("::").map(String::from).collect();
+                    if segs.last().is_some_and(|s| s == "self") {
+                        segs.pop();
+                    }
+                    if segs.is_empty() || segs[0].is_empty() {
+                        continue;
+                    }
+                    match resolve(&segs, &here, &bound, false) {
+                        Resolved::Internal(abs) => {
+                            let name = alias.or(segs.last().map(String::as_str)).unwrap_or_default();
+                            if name != "*" && name != "_" {
+                                bound.insert(name.to_string(), abs.clone());
+                            }
+                            paths.push(abs);
+                        }
+                        Resolved::External(krate) => {
+                            external.insert(krate);
+                        }
+                        Resolved::Other => {}
+                    }
+                }
+            }
+            _ if is_ident(t)
+                && toks.get(i + 1).is_some_and(|n| n == "::")
+                && toks.get(i + 2).is_some_and(|n| is_ident(n))
+                && (i == 0 || toks[i - 1] != "::") =>
+            {
+                let mut segs = vec![t.to_string()];
+                let mut k = i + 1;
+                while toks.get(k).is_some_and(|n| n == "::") && toks.get(k + 1).is_some_and(|n| is_ident(n)) {
+                    segs.push(toks[k + 1].clone());
+                    k += 2;
+                }
+                match resolve(&segs, &here, &bound, true) {
+                    Resolved::Internal(abs) => paths.push(abs),
+                    Resolved::External(krate) => {
+                        external.insert(krate);
+                    }
+                    Resolved::Other => {}
+                }
+                i = k;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
     }
     (paths, external)
 }
@@ -193,5 +399,32 @@ fn no_two_files_import_each_other() {
             }
         }
     }
-    assert!(cycles.is_empty(), "use cycles between files:\n{}", cycles.join("\n"));
+    assert!(cycles.is_empty(), "cycles between files:\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn inline_paths_count_and_comments_and_literals_do_not() {
+    let mods: BTreeMap<String, String> =
+        ["sim", "sim::cluster", "sim::engine", "sim::jobs", "sim::report", "sim::window"]
+            .map(|m| (m.to_string(), String::new()))
+            .into();
+    let text = r##"
+use super::engine::World;
+/// Paces the loop ([`WINDOW_STEP_S`](super::jobs::Phase)).
+fn begin(pace: &mut Pace) {
+    let quote = '"';
+    let path = "crate::sim::report::Report";
+    pace.begin_pass(super::window::WINDOW_STEP_S); // super::report::x
+    /* crate::sim::report::y */
+}
+mod tests {
+    fn t() {
+        super::super::engine::World::new();
+    }
+}
+"##;
+    let (paths, external) = uses("sim::cluster", text, &mods);
+    let targets: BTreeSet<String> = paths.iter().filter_map(|p| target(p, &mods)).collect();
+    assert_eq!(targets, BTreeSet::from(["sim::engine".to_string(), "sim::window".to_string()]));
+    assert!(external.is_empty(), "{external:?}");
 }

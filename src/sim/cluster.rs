@@ -420,7 +420,7 @@ impl Cluster {
         let pending = self.queue_order(now, priority);
         // The scheduling loop's clock in a window replay: an idle loop banks up to one step.
         if let Some(pace) = self.pace.as_mut() {
-            pace.begin_pass(now, super::window::WINDOW_STEP_S);
+            pace.begin_pass(now);
         }
         // While a scale-up's pods are still arriving and some find no room, kube-scheduler's
         // priority queue is never empty of them long enough to reach a worker: each failing

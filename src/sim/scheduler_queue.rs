@@ -60,12 +60,8 @@ pub struct SchedulerPace {
     /// The client's tokens (negative: calls waiting for a token), as of `tokens_at`.
     tokens: f64,
     tokens_at: f64,
-}
-
-impl Default for SchedulerPace {
-    fn default() -> Self {
-        SchedulerPace { loop_at: f64::NEG_INFINITY, tokens: API_BURST, tokens_at: 0.0 }
-    }
+    /// The most idle time the loop banks: the replay's step.
+    idle_limit_s: f64,
 }
 
 /// What one attempt did, for its cost.
@@ -80,10 +76,16 @@ pub enum Attempt {
 }
 
 impl SchedulerPace {
-    /// A pass at `now` begins: an idle loop banks at most `idle_limit_s` of the time since its
-    /// last attempt.
-    pub fn begin_pass(&mut self, now: f64, idle_limit_s: f64) {
-        self.loop_at = self.loop_at.max(now - idle_limit_s);
+    /// An idle loop with a full client, for a replay whose passes are at most `idle_limit_s`
+    /// apart.
+    pub fn new(idle_limit_s: f64) -> SchedulerPace {
+        SchedulerPace { loop_at: f64::NEG_INFINITY, tokens: API_BURST, tokens_at: 0.0, idle_limit_s }
+    }
+
+    /// A pass at `now` begins: an idle loop banks at most one step of the time since its last
+    /// attempt.
+    pub fn begin_pass(&mut self, now: f64) {
+        self.loop_at = self.loop_at.max(now - self.idle_limit_s);
     }
 
     /// Whether the loop, where it is, has the time for one more attempt by `now`: one that
@@ -144,9 +146,9 @@ mod tests {
 
     #[test]
     fn the_loop_waits_for_tokens_once_the_burst_is_spent() {
-        let mut p = SchedulerPace::default();
+        let mut p = SchedulerPace::new(0.1);
         // 20 preemptions of 4 calls each and their own status updates: 100 tokens, the burst.
-        p.begin_pass(1.0, 0.1);
+        p.begin_pass(1.0);
         let t0 = p.loop_at;
         assert_eq!(t0, 0.9, "an idle loop banks one step");
         for _ in 0..20 {

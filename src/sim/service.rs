@@ -161,9 +161,65 @@ pub fn pooled_p99(parts: &[(f64, f64)]) -> Option<f64> {
 mod tests {
     use super::*;
 
-    /// The same service as the sim model tests use (min 2, max 50, 50% target, 100 rps each).
+    /// min 2, max 50, 50% target, 100 rps per replica (a replica's worth of load is 100 rps).
     fn spec() -> ServiceSpec {
-        crate::sim::tests::service_spec()
+        let yaml = r#"
+version: 1
+name: t
+duration: 1m
+cluster: {nodes: [{pool: a, count: 1, allocatable: {cpu: "64", memory: 64Gi}}]}
+services:
+  - name: web
+    replica: {cpu: "1", memory: 1Gi}
+    replica_capacity_rps: 100
+    latency: {base_p99: 20ms, slo_p99: 250ms}
+    hpa: {min_replicas: 2, max_replicas: 50, target_utilization: 0.5}
+    load: {constant: 100}
+"#;
+        crate::sim::scenario::Scenario::parse(std::path::Path::new("t.yaml"), yaml).unwrap().spec.services.remove(0)
+    }
+
+    #[test]
+    fn hpa_never_goes_below_min_replicas() {
+        let s = spec();
+        let mut h = HpaState::new(&s, 0.0);
+        assert_eq!(h.desired, 2);
+        assert_eq!(h.sync(&s, 0.0, 0.0, 2, 2), 2);
+        // Below the floor (a pod was lost), even with no load: back up to the floor.
+        assert_eq!(h.sync(&s, 15.0, 0.0, 1, 1), 2);
+        // ... and with no pod ready at all.
+        assert_eq!(h.sync(&s, 30.0, 0.0, 1, 0), 2);
+        assert_eq!(h.next_sync, 45.0);
+    }
+
+    #[test]
+    fn hpa_never_goes_above_max_replicas() {
+        let s = spec();
+        assert_eq!(HpaState::new(&s, 1e6).desired, 50);
+        let mut h = HpaState::new(&s, 100.0);
+        // 40 ready at 100x the target want far more; the step allows 80; the max is 50.
+        assert_eq!(h.sync(&s, 0.0, 1e6, 40, 40), 50);
+        // Above the max (it was lowered): down to the max even inside the stabilization window.
+        let mut h = HpaState::new(&s, 100.0);
+        assert_eq!(h.sync(&s, 0.0, 3000.0, 60, 60), 50);
+    }
+
+    #[test]
+    fn hpa_scale_up_counts_not_ready_pods_as_idle() {
+        let s = spec();
+        // 10 replicas, 4 ready, 1000 rps: 10 replicas' worth of load wants 20 at 50%.
+        let mut h = HpaState::new(&s, 100.0);
+        assert_eq!(h.sync(&s, 0.0, 1000.0, 10, 4), 20);
+        // 520 rps: the 4 ready pods run at 130% of their request, but counting the 6 not ready as
+        // idle the usage is 1.04 x the target, inside the tolerance: no change.
+        let mut h = HpaState::new(&s, 100.0);
+        assert_eq!(h.sync(&s, 0.0, 520.0, 10, 4), 10);
+        // No pod ready: no recommendation at all.
+        let mut h = HpaState::new(&s, 100.0);
+        assert_eq!(h.sync(&s, 0.0, 5000.0, 10, 0), 10);
+        // Few pods: the step is max(+100%, +4).
+        let mut h = HpaState::new(&s, 100.0);
+        assert_eq!(h.sync(&s, 0.0, 2000.0, 2, 1), 6);
     }
 
     #[test]

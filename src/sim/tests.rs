@@ -1,5 +1,5 @@
 //! Unit tests of the simulated cluster's models: the scheduler and its preemption modes, the
-//! training-job model, HPA edge cases, and tiny end-to-end replays of the baseline policies.
+//! training-job model, and tiny end-to-end replays of the baseline policies.
 //!
 //! CPU in millicores; pods request no memory unless a test says otherwise.
 
@@ -9,8 +9,7 @@ use super::cluster::{Cluster, PodId, PodKind, Preemption, Removal, SimPod};
 use super::engine::{PolicyRun, World};
 use super::jobs::{Phase, SimJob};
 use super::policy::Policy;
-use super::scenario::{JobSpec, Scenario, ServiceSpec};
-use super::service::HpaState;
+use super::scenario::{JobSpec, Scenario};
 use crate::core::Resources;
 
 const GI: i64 = 1 << 30;
@@ -684,71 +683,6 @@ fn completion_time_is_interpolated_inside_the_step() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// HPA edge cases.
-// ---------------------------------------------------------------------------------------------
-
-/// min 2, max 50, 50% target, 100 rps per replica (a replica's worth of load is 100 rps).
-pub(super) fn service_spec() -> ServiceSpec {
-    let yaml = r#"
-version: 1
-name: t
-duration: 1m
-cluster: {nodes: [{pool: a, count: 1, allocatable: {cpu: "64", memory: 64Gi}}]}
-services:
-  - name: web
-    replica: {cpu: "1", memory: 1Gi}
-    replica_capacity_rps: 100
-    latency: {base_p99: 20ms, slo_p99: 250ms}
-    hpa: {min_replicas: 2, max_replicas: 50, target_utilization: 0.5}
-    load: {constant: 100}
-"#;
-    Scenario::parse(Path::new("t.yaml"), yaml).unwrap().spec.services.remove(0)
-}
-
-#[test]
-fn hpa_never_goes_below_min_replicas() {
-    let s = service_spec();
-    let mut h = HpaState::new(&s, 0.0);
-    assert_eq!(h.desired, 2);
-    assert_eq!(h.sync(&s, 0.0, 0.0, 2, 2), 2);
-    // Below the floor (a pod was lost), even with no load: back up to the floor.
-    assert_eq!(h.sync(&s, 15.0, 0.0, 1, 1), 2);
-    // ... and with no pod ready at all.
-    assert_eq!(h.sync(&s, 30.0, 0.0, 1, 0), 2);
-    assert_eq!(h.next_sync, 45.0);
-}
-
-#[test]
-fn hpa_never_goes_above_max_replicas() {
-    let s = service_spec();
-    assert_eq!(HpaState::new(&s, 1e6).desired, 50);
-    let mut h = HpaState::new(&s, 100.0);
-    // 40 ready at 100x the target want far more; the step allows 80; the max is 50.
-    assert_eq!(h.sync(&s, 0.0, 1e6, 40, 40), 50);
-    // Above the max (it was lowered): down to the max even inside the stabilization window.
-    let mut h = HpaState::new(&s, 100.0);
-    assert_eq!(h.sync(&s, 0.0, 3000.0, 60, 60), 50);
-}
-
-#[test]
-fn hpa_scale_up_counts_not_ready_pods_as_idle() {
-    let s = service_spec();
-    // 10 replicas, 4 ready, 1000 rps: 10 replicas' worth of load wants 20 at 50%.
-    let mut h = HpaState::new(&s, 100.0);
-    assert_eq!(h.sync(&s, 0.0, 1000.0, 10, 4), 20);
-    // 520 rps: the 4 ready pods run at 130% of their request, but counting the 6 not ready as
-    // idle the usage is 1.04 x the target, inside the tolerance: no change.
-    let mut h = HpaState::new(&s, 100.0);
-    assert_eq!(h.sync(&s, 0.0, 520.0, 10, 4), 10);
-    // No pod ready: no recommendation at all.
-    let mut h = HpaState::new(&s, 100.0);
-    assert_eq!(h.sync(&s, 0.0, 5000.0, 10, 0), 10);
-    // Few pods: the step is max(+100%, +4).
-    let mut h = HpaState::new(&s, 100.0);
-    assert_eq!(h.sync(&s, 0.0, 2000.0, 2, 1), 6);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Engine: tiny replays.
 // ---------------------------------------------------------------------------------------------
 
@@ -861,7 +795,7 @@ fn preemptions_take_the_schedulers_time_in_a_window_replay() {
     // 0.1 s step holds six preemptions; the other pods are not tried (nor marked failed) until
     // the next pass, where a release made meanwhile is the victim.
     let mut c = cluster(&[10_000]);
-    c.pace = Some(crate::sim::scheduler_queue::SchedulerPace::default());
+    c.pace = Some(crate::sim::scheduler_queue::SchedulerPace::new(crate::sim::window::WINDOW_STEP_S));
     let workers: Vec<PodId> = (0..10).map(|_| bound(&mut c, worker(0), cpu(1000), 0)).collect();
     let pods: Vec<PodId> = (0..10).map(|k| c.create(format!("web-{k}"), online_kind(), cpu(1000), 0.0)).collect();
     let first = schedule(&mut c, 10.0, Preemption::Workers, &[0]);
@@ -895,7 +829,7 @@ fn a_newer_pod_takes_the_room_a_backing_off_nominee_waits_for() {
     let setup = |paced: bool| {
         let mut c = cluster(&[4000]);
         if paced {
-            c.pace = Some(crate::sim::scheduler_queue::SchedulerPace::default());
+            c.pace = Some(crate::sim::scheduler_queue::SchedulerPace::new(crate::sim::window::WINDOW_STEP_S));
         }
         let released = bound(&mut c, worker(1), cpu(1000), 0);
         bound(&mut c, worker(0), cpu(1000), 0);

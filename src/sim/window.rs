@@ -101,7 +101,7 @@ pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings:
     world.cluster.removal = Removal::SecondAfterDeletionTimestamp;
     // Where the live run's window opens within a wall-clock second is chance.
     world.cluster.wall_phase_s = draw(settings.tie_draw, "wall-clock phase");
-    world.cluster.pace = Some(super::scheduler_queue::SchedulerPace::default());
+    world.cluster.pace = Some(super::scheduler_queue::SchedulerPace::new(WINDOW_STEP_S));
     for job in &mut world.jobs {
         job.random_names = true;
     }
