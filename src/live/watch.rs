@@ -60,17 +60,43 @@ impl WatchStats {
 /// A reflector's driving future (the caller spawns it).
 pub type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// An object kind a watch can follow.
+pub trait Watchable: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {}
+impl<K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static> Watchable for K {}
+
+/// What one watch follows: its objects, the server-side filter, and what of each object is kept.
+pub struct Watch<K> {
+    pub api: Api<K>,
+    pub config: watcher::Config,
+    pub strip: fn(&mut K),
+}
+
+impl<K> Watch<K> {
+    /// Every object of `api`, stripped by `strip`.
+    pub fn all(api: Api<K>, strip: fn(&mut K)) -> Watch<K> {
+        Watch { api, config: watcher::Config::default(), strip }
+    }
+}
+
+/// Where the caches' watches report: the decision loop they wake, and their counters.
+struct Reporting {
+    changed: Arc<Notify>,
+    stats: Arc<WatchStats>,
+}
+
 impl Caches {
     /// Starts nothing by itself: returns the caches and the futures that fill them (spawn
     /// them). `changed` is notified on every event.
     pub fn new(client: Client, changed: Arc<Notify>, stats: Arc<WatchStats>) -> (Caches, Vec<Driver>) {
         let (listed_tx, listed) = watch::channel(false);
         let feed = StateFeed { state: Arc::new(Mutex::new(ClusterState::default())), listed: Arc::new(listed_tx) };
-        let d0 = feed.driver(Api::all(client.clone()), strip_node, ClusterState::apply_node, 0, &changed, &stats);
-        let d1 = feed.driver(Api::all(client.clone()), strip_pod, ClusterState::apply_pod, 1, &changed, &stats);
-        let (hpas, d2) = reflect(Api::all(client.clone()), watcher::Config::default(), strip_meta, 2, &changed, &stats);
+        let to = Reporting { changed, stats };
+        let d0 = feed.driver(Watch::all(Api::all(client.clone()), strip_node), ClusterState::apply_node, 0, &to);
+        let d1 = feed.driver(Watch::all(Api::all(client.clone()), strip_pod), ClusterState::apply_pod, 1, &to);
+        let (hpas, d2) = reflect(Watch::all(Api::all(client.clone()), strip_meta), 2, &to);
         let masters_only = watcher::Config::default().labels(&translate::master_selector());
-        let (masters, d3) = reflect(Api::all(client), masters_only, strip_service, 3, &changed, &stats);
+        let (masters, d3) =
+            reflect(Watch { api: Api::all(client), config: masters_only, strip: strip_service }, 3, &to);
         (Caches { state: feed.state, listed, hpas, masters }, vec![d0, d1, d2, d3])
     }
 
@@ -96,18 +122,13 @@ struct StateFeed {
 
 impl StateFeed {
     /// A watch whose events `apply` takes into the state, under its lock.
-    fn driver<K>(
+    fn driver<K: Watchable>(
         &self,
-        api: Api<K>,
-        strip: fn(&mut K),
+        watch: Watch<K>,
         apply: fn(&mut ClusterState, &Event<K>),
         kind: usize,
-        changed: &Arc<Notify>,
-        stats: &Arc<WatchStats>,
-    ) -> Driver
-    where
-        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    {
+        to: &Reporting,
+    ) -> Driver {
         let (state, listed) = (self.state.clone(), self.listed.clone());
         let take_in = move |e: &Event<K>| {
             let mut s = lock(&state);
@@ -116,48 +137,32 @@ impl StateFeed {
                 listed.send_if_modified(|l| !std::mem::replace(l, true));
             }
         };
-        counted(api, watcher::Config::default(), strip, take_in, kind, changed, stats)
+        counted(watch, take_in, kind, to)
     }
 }
 
-fn reflect<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    strip: fn(&mut K),
-    kind: usize,
-    changed: &Arc<Notify>,
-    stats: &Arc<WatchStats>,
-) -> (Store<K>, Driver)
+fn reflect<K: Watchable>(watch: Watch<K>, kind: usize, to: &Reporting) -> (Store<K>, Driver)
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (reader, mut writer) = reflector::store();
-    let driver = counted(api, config, strip, move |e: &Event<K>| writer.apply_watcher_event(e), kind, changed, stats);
+    let driver = counted(watch, move |e: &Event<K>| writer.apply_watcher_event(e), kind, to);
     (reader, driver)
 }
 
 /// [`drive`] with the cache's events and restarts counted in `stats` under `KINDS[kind]`.
-fn counted<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    strip: fn(&mut K),
+fn counted<K: Watchable>(
+    watch: Watch<K>,
     apply: impl FnMut(&Event<K>) + Send + 'static,
     kind: usize,
-    changed: &Arc<Notify>,
-    stats: &Arc<WatchStats>,
-) -> Driver
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (on_event, on_error) = (stats.clone(), stats.clone());
+    to: &Reporting,
+) -> Driver {
+    let (on_event, on_error) = (to.stats.clone(), to.stats.clone());
     drive(
-        api,
-        config,
-        strip,
+        watch,
         apply,
         KINDS[kind],
-        changed.clone(),
+        to.changed.clone(),
         move || {
             on_event.events.fetch_add(1, Ordering::Relaxed);
         },
@@ -172,22 +177,16 @@ where
 /// `on_event`; every watch error is counted by `on_error` and logged, and the watcher restarts
 /// with backoff. The one watch loop of the controller: the caches here and the adapters' job
 /// watches run it.
-#[allow(clippy::too_many_arguments)]
-pub fn drive<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    strip: fn(&mut K),
+pub fn drive<K: Watchable>(
+    watch: Watch<K>,
     mut apply: impl FnMut(&Event<K>) + Send + 'static,
     kind: &str,
     changed: Arc<Notify>,
     on_event: impl Fn() + Send + 'static,
     on_error: impl Fn() + Send + 'static,
-) -> Driver
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
+) -> Driver {
     let kind = kind.to_string();
-    let stream = watcher::watcher(api, config).default_backoff().modify(strip);
+    let stream = watcher::watcher(watch.api, watch.config).default_backoff().modify(watch.strip);
     Box::pin(stream.for_each(move |event| {
         match event {
             Ok(e) => {

@@ -78,13 +78,18 @@ fn sorted(mut v: Vec<(PodId, usize)>) -> Vec<(PodId, usize)> {
 // Scheduler: online pods spread, workers pack.
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn online_pods_spread_to_the_freest_node() {
-    // Free: n0 7, n1 5, n2 6 CPU.
+/// Three 8-CPU nodes with 7, 5 and 6 CPUs free (system pods hold the rest).
+fn free_7_5_6() -> Cluster {
     let mut c = cluster(&[8000, 8000, 8000]);
     bound(&mut c, PodKind::System, cpu(1000), 0);
     bound(&mut c, PodKind::System, cpu(3000), 1);
     bound(&mut c, PodKind::System, cpu(2000), 2);
+    c
+}
+
+#[test]
+fn online_pods_spread_to_the_freest_node() {
+    let mut c = free_7_5_6();
     let a = c.create("web-a".into(), online_kind(), cpu(1000), 0.0);
     let b = c.create("web-b".into(), online_kind(), cpu(1000), 0.0);
     let d = c.create("web-d".into(), online_kind(), cpu(1000), 0.0);
@@ -108,11 +113,7 @@ fn spread_considers_every_dimension() {
 
 #[test]
 fn workers_pack_best_fit() {
-    // Free: n0 7, n1 5, n2 6 CPU.
-    let mut c = cluster(&[8000, 8000, 8000]);
-    bound(&mut c, PodKind::System, cpu(1000), 0);
-    bound(&mut c, PodKind::System, cpu(3000), 1);
-    bound(&mut c, PodKind::System, cpu(2000), 2);
+    let mut c = free_7_5_6();
     let ws: Vec<PodId> = (0..6).map(|i| c.create(format!("w-{i}"), worker(0), cpu(2000), 0.0)).collect();
     schedule(&mut c, 0.0, Preemption::Workers, &[0]);
     // n1 (5) takes two, then n2 (6) is the tightest with room for three, then n0.
@@ -686,38 +687,44 @@ fn completion_time_is_interpolated_inside_the_step() {
 // Engine: tiny replays.
 // ---------------------------------------------------------------------------------------------
 
-fn replay(yaml: &str, policy: Policy) -> PolicyRun {
+/// Replays a scenario written inline under one policy.
+pub(super) fn replay(yaml: &str, policy: Policy) -> PolicyRun {
     let scenario = Scenario::parse(Path::new("tiny.yaml"), yaml).unwrap();
     World::new(&scenario, policy).run(&mut |_| {})
 }
 
-/// One 8-CPU node. web (1 CPU per replica, 100 rps each, 50% target) starts at 2 replicas; its
-/// load triples at 60 s, so the HPA asks for 6 at its 75 s sync. An elastic job of up to six
-/// 1-CPU workers fills the rest.
-const SPIKE: &str = r#"
+/// One 8-CPU node. web (1 CPU, 100 rps per replica, 50% target) starts at 2 replicas; its load
+/// triples at 61 s, which the HPA's metrics pipeline publishes at its 75 s sync: it asks for 6.
+/// An elastic job of up to six 1-CPU workers fills the rest. `{job}` and `{service}` add keys.
+pub(super) fn spike(job: &str, service: &str) -> String {
+    format!(
+        r#"
 version: 1
 name: spike
 duration: 3m
-cluster: {nodes: [{pool: n, count: 1, allocatable: {cpu: "8", memory: 32Gi}}]}
+cluster: {{nodes: [{{pool: n, count: 1, allocatable: {{cpu: "8", memory: 32Gi}}}}]}}
 services:
   - name: web
-    replica: {cpu: "1", memory: 1Gi}
+    replica: {{cpu: "1", memory: 1Gi}}
     replica_capacity_rps: 100
-    latency: {base_p99: 20ms, slo_p99: 250ms}
-    hpa: {min_replicas: 2, max_replicas: 6, target_utilization: 0.5}
-    load: {points: [["0s", 100], ["60s", 100], ["61s", 300]]}
+    latency: {{base_p99: 20ms, slo_p99: 250ms}}
+    hpa: {{min_replicas: 2, max_replicas: 6, target_utilization: 0.5}}
+    load: {{points: [["0s", 100], ["60s", 100], ["61s", 300]]}}
+    {service}
 jobs:
   - name: train
-    worker: {cpu: "1", memory: 1Gi}
+    worker: {{cpu: "1", memory: 1Gi}}
     min_workers: 1
     max_workers: 6
     throughput_per_worker: 10
-    release_time: 2s
-"#;
+    {job}
+"#
+    )
+}
 
 #[test]
 fn preemption_evicts_workers_and_online_pods_wait_for_the_grace_period() {
-    let run = replay(SPIKE, Policy::Preemption);
+    let run = replay(&spike("release_time: 2s", ""), Policy::Preemption);
     let at = |t: usize| &run.timeline[t];
     assert_eq!(at(50).workers, [6]);
     assert_eq!(at(74).services[0].1, 2);
@@ -734,7 +741,7 @@ fn preemption_evicts_workers_and_online_pods_wait_for_the_grace_period() {
 
 #[test]
 fn colocate_shrinks_first_and_forces_nothing() {
-    let run = replay(SPIKE, Policy::Colocate);
+    let run = replay(&spike("release_time: 2s", ""), Policy::Colocate);
     let at = |t: usize| &run.timeline[t];
     assert_eq!(at(50).workers, [6]);
     // The load samples show the step within a second or two of 61 s (the HPA's metric only at

@@ -3,15 +3,11 @@
 
 use std::path::Path;
 
-use super::engine::{PolicyRun, World};
+use super::engine::PolicyRun;
 use super::policy::Policy;
 use super::report::nearest_rank;
 use super::scenario::Scenario;
-
-fn replay(yaml: &str, policy: Policy) -> PolicyRun {
-    let scenario = Scenario::parse(Path::new("tiny.yaml"), yaml).unwrap();
-    World::new(&scenario, policy).run(&mut |_| {})
-}
+use super::tests::replay;
 
 /// One 8-CPU node. `first` (five workers) finishes in 10 s; `big` arrives at 1 s and needs six
 /// workers at once, so it must wait for `first`; `small` arrives at 2 s and needs two, which

@@ -5,43 +5,9 @@
 
 use std::path::Path;
 
-use super::engine::{PolicyRun, World};
 use super::policy::Policy;
 use super::scenario::Scenario;
-
-/// One 8-CPU node. web (1 CPU, 100 rps per replica, 50% target) starts at 2 replicas; its load
-/// triples at 61 s, which the HPA's metrics pipeline publishes at its 75 s sync: it asks for 6.
-/// An elastic job of up to six 1-CPU workers fills the rest. `{job}` and `{service}` add keys.
-fn spike(job: &str, service: &str) -> String {
-    format!(
-        r#"
-version: 1
-name: spike
-duration: 3m
-cluster: {{nodes: [{{pool: n, count: 1, allocatable: {{cpu: "8", memory: 32Gi}}}}]}}
-services:
-  - name: web
-    replica: {{cpu: "1", memory: 1Gi}}
-    replica_capacity_rps: 100
-    latency: {{base_p99: 20ms, slo_p99: 250ms}}
-    hpa: {{min_replicas: 2, max_replicas: 6, target_utilization: 0.5}}
-    load: {{points: [["0s", 100], ["60s", 100], ["61s", 300]]}}
-    {service}
-jobs:
-  - name: train
-    worker: {{cpu: "1", memory: 1Gi}}
-    min_workers: 1
-    max_workers: 6
-    throughput_per_worker: 10
-    {job}
-"#
-    )
-}
-
-fn replay(yaml: &str, policy: Policy) -> PolicyRun {
-    let scenario = Scenario::parse(Path::new("tiny.yaml"), yaml).unwrap();
-    World::new(&scenario, policy).run(&mut |_| {})
-}
+use super::tests::{replay, spike};
 
 #[test]
 fn the_hpa_acts_on_what_its_metrics_pipeline_published() {
@@ -142,9 +108,8 @@ fn a_scrape_interval_a_rate_cannot_use_is_refused() {
 
 #[test]
 fn a_window_replays_as_the_live_spike_test_plays_it() {
-    use super::window::{hpa_script, replay_window, WindowSettings};
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
-    let scenario = Scenario::load(path).unwrap();
+    use super::window::{hpa_script, replay_window};
+    let (scenario, _) = flash_window(20.0, false);
     // The HPA script is the online-only run's: 25 -> 50 -> 100 -> 125 at 495, 510 and 525 s.
     let steps: Vec<(f64, u32, u32)> = hpa_script(&scenario)[0]
         .iter()
@@ -152,21 +117,14 @@ fn a_window_replays_as_the_live_spike_test_plays_it() {
         .map(|s| (s.at_s, s.current, s.desired))
         .collect();
     assert_eq!(steps, [(495.0, 25, 50), (510.0, 50, 100), (525.0, 100, 125)]);
-    let at_phase = |load_signal: bool, warmup_s: f64| WindowSettings {
-        from_s: 465.0,
-        to_s: 585.0,
-        warmup_s,
-        load_signal,
-        latency_signal: false,
-        tie_draw: 0,
-    };
+    let at_phase = |load_signal: bool, warmup_s: f64| flash_window(warmup_s, load_signal).1;
     // The controller samples from its start, 20 s before the window: every second (the
     // default) or, below, every 5 s: at 25.0 s, 5 s before the HPA's sync at 30 s.
     let settings = |load_signal: bool| at_phase(load_signal, 20.0);
     // Plain preemption: the new pods preempt workers and wait out their 30 s grace period.
     let baseline = replay_window(&scenario, Policy::Preemption, &settings(false));
     assert!(baseline.scheduler_preemptions > 20 && baseline.online_unschedulable_pod_s > 2000.0, "{baseline:?}");
-    let mut fast_masters = Scenario::load(path).unwrap();
+    let (mut fast_masters, _) = flash_window(20.0, false);
     for job in &mut fast_masters.spec.jobs {
         job.release_time = Some(std::time::Duration::from_secs(5));
     }

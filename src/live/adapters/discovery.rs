@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 
 use super::endpoint::AdapterEndpoint;
 use super::kinds::{strip, AdapterKind, KINDS};
+use super::object::AdaptedObject;
 use super::scale::ScaleSubresourceBackend;
 use super::settings::{settings, AdapterSettings, ScaleVia};
 use super::volcano::VolcanoBackend;
@@ -30,7 +31,7 @@ use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::master::{MasterConfig, MasterState, WorkerResources};
 use crate::live::names::{object_key, ELASTIC_LABEL, SCALE_VIA_ANNOTATION};
 use crate::live::translate::JobOverrides;
-use crate::live::watch::{drive, Driver};
+use crate::live::watch::{drive, Driver, Watch};
 
 /// Discovery failed for a reason other than the kind being absent.
 #[derive(Debug, thiserror::Error)]
@@ -90,9 +91,7 @@ impl AdapterJobs {
             let config = watcher::Config::default().labels(&format!("{ELASTIC_LABEL}=true"));
             let counter = Arc::clone(&restarts);
             drivers.push(drive(
-                api,
-                config,
-                strip,
+                Watch { api, config, strip },
                 move |e: &watcher::Event<DynamicObject>| writer.apply_watcher_event(e),
                 &name,
                 Arc::clone(&changed),
@@ -210,7 +209,8 @@ impl AdapterJobs {
         let bad_config = |e| format!("{}: {e}", c.describe);
         Ok(match c.settings.scale_via {
             ScaleVia::ScaleSubresource => {
-                let mut backend = ScaleSubresourceBackend::new(client, &watched.resource, namespace, name, job);
+                let mut backend =
+                    ScaleSubresourceBackend::new(AdaptedObject::new(client, &watched.resource, namespace, name, job));
                 if watched.kind.deletion_cost {
                     backend = backend.with_deletion_cost();
                 }

@@ -58,6 +58,7 @@
 mod discovery;
 mod endpoint;
 mod kinds;
+mod object;
 mod scale;
 mod settings;
 mod volcano;

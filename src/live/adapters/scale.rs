@@ -12,13 +12,12 @@
 
 use std::sync::Arc;
 
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
-use kube::{Api, Client};
+use k8s_openapi::api::autoscaling::v1::Scale;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::kinds::display_name;
-use super::workers::WorkerPods;
-use crate::live::master::deployment::{kube_failure, mark_released};
+use super::object::AdaptedObject;
+use crate::live::master::deployment::mark_released;
 use crate::live::master::{BackendError, Observed, Phase, ScaleCommand, WorkerBackend};
 
 /// The job's phase as the object's status reports it (`None`: derive it from the counts). A
@@ -28,35 +27,15 @@ pub type PhaseSource = Arc<dyn Fn() -> Option<Phase> + Send + Sync>;
 /// The worker count behind one object's `/scale`.
 #[derive(Clone)]
 pub struct ScaleSubresourceBackend {
-    api: Api<DynamicObject>,
-    /// `Deployment ml/wd`, for messages.
-    object: String,
-    namespace: String,
-    name: String,
-    workers: WorkerPods,
+    job: AdaptedObject,
     deletion_cost: bool,
     phase: Option<PhaseSource>,
 }
 
 impl ScaleSubresourceBackend {
-    /// The object `namespace/name` of kind `resource`, whose workers are labelled as `job`'s.
-    /// Nothing is read until the first call.
-    pub fn new(
-        client: Client,
-        resource: &ApiResource,
-        namespace: &str,
-        name: &str,
-        job: &str,
-    ) -> ScaleSubresourceBackend {
-        ScaleSubresourceBackend {
-            api: Api::namespaced_with(client.clone(), namespace, resource),
-            object: format!("{} {namespace}/{name}", display_name(&resource.group, &resource.kind)),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            workers: WorkerPods::new(client, namespace, job),
-            deletion_cost: false,
-            phase: None,
-        }
+    /// The workers behind `job`'s object. Nothing is read until the first call.
+    pub fn new(job: AdaptedObject) -> ScaleSubresourceBackend {
+        ScaleSubresourceBackend { job, deletion_cost: false, phase: None }
     }
 
     /// Marks `release_pods` with a low pod-deletion-cost before a shrink (for objects whose pods
@@ -71,39 +50,46 @@ impl ScaleSubresourceBackend {
         self
     }
 
-    fn failed(&self, action: &str, e: &kube::Error) -> BackendError {
-        kube_failure(format!("{action} {}", self.object), e)
+    async fn read_scale(&self) -> Result<Scale, BackendError> {
+        self.job.api.get_scale(&self.job.name).await.map_err(|e| self.job.failed("reading /scale of", &e))
     }
 }
 
 impl WorkerBackend for ScaleSubresourceBackend {
     async fn observe(&self) -> Result<Observed, BackendError> {
-        let scale = self.api.get_scale(&self.name).await.map_err(|e| self.failed("reading /scale of", &e))?;
+        let scale = self.read_scale().await?;
         let target = scale.spec.and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
-        self.workers.observed(target, self.phase.as_ref().and_then(|p| p())).await
+        self.job.workers.observed(target, self.phase.as_ref().and_then(|p| p())).await
     }
 
     async fn scale(&self, command: &ScaleCommand) -> Result<(), BackendError> {
         if self.deletion_cost {
-            let scale = self.api.get_scale(&self.name).await.map_err(|e| self.failed("reading /scale of", &e))?;
+            let scale = self.read_scale().await?;
             let replicas = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
             if i64::from(command.target) < i64::from(replicas) {
                 // The ReplicaSet picks among the pods its selector matches; without one, the
                 // job's worker labels name the same pods.
                 let selector = scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty());
-                let selector = selector.unwrap_or_else(|| self.workers.selector().to_string());
-                mark_released(self.workers.api(), &self.namespace, &self.object, &command.release_pods, &selector)
-                    .await?;
+                let selector = selector.unwrap_or_else(|| self.job.workers.selector().to_string());
+                mark_released(
+                    self.job.workers.api(),
+                    &self.job.namespace,
+                    &self.job.object,
+                    &command.release_pods,
+                    &selector,
+                )
+                .await?;
             }
         } else if !command.release_pods.is_empty() {
-            tracing::debug!(object = %self.object, release_pods = ?command.release_pods,
+            tracing::debug!(object = %self.job.object, release_pods = ?command.release_pods,
                 "release_pods cannot be honoured through /scale for this kind; its controller picks the pods");
         }
         let patch = json!({"spec": {"replicas": command.target}});
-        self.api
-            .patch_scale(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+        self.job
+            .api
+            .patch_scale(&self.job.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(|e| self.failed(&format!("setting replicas to {} through /scale of", command.target), &e))?;
+            .map_err(|e| self.job.failed(&format!("setting replicas to {} through /scale of", command.target), &e))?;
         Ok(())
     }
 }

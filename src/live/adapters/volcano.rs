@@ -19,11 +19,11 @@
 //! `release_pods` asks, which the protocol allows.
 
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::Client;
 use serde_json::{json, Value};
 
-use super::kinds::{display_name, task_index, volcano_phase};
-use super::workers::WorkerPods;
+use super::kinds::{task_index, volcano_phase};
+use super::object::AdaptedObject;
 use crate::live::master::deployment::kube_failure;
 use crate::live::master::{BackendError, BackendErrorKind, Observed, ScaleCommand, WorkerBackend};
 
@@ -68,12 +68,8 @@ pub fn replicas_patch(data: &Value, task: &str, target: u32) -> Result<VolcanoPa
 /// The worker count of one Volcano Job; see the module docs.
 #[derive(Clone)]
 pub struct VolcanoBackend {
-    api: Api<DynamicObject>,
-    /// `Job.batch.volcano.sh ml/vj`, for messages.
-    object: String,
-    name: String,
+    job: AdaptedObject,
     task: String,
-    workers: WorkerPods,
 }
 
 impl VolcanoBackend {
@@ -87,21 +83,15 @@ impl VolcanoBackend {
         job: &str,
         task: &str,
     ) -> VolcanoBackend {
-        VolcanoBackend {
-            api: Api::namespaced_with(client.clone(), namespace, resource),
-            object: format!("{} {namespace}/{name}", display_name(&resource.group, &resource.kind)),
-            name: name.to_string(),
-            task: task.to_string(),
-            workers: WorkerPods::new(client, namespace, job),
-        }
+        VolcanoBackend { job: AdaptedObject::new(client, resource, namespace, name, job), task: task.to_string() }
     }
 
     async fn read(&self) -> Result<DynamicObject, BackendError> {
-        self.api.get(&self.name).await.map_err(|e| kube_failure(format!("reading {}", self.object), &e))
+        self.job.api.get(&self.job.name).await.map_err(|e| self.job.failed("reading", &e))
     }
 
     fn rejected(&self, problem: String) -> BackendError {
-        BackendError::new(format!("{}: {problem}", self.object)).with_kind(BackendErrorKind::Rejected, None)
+        BackendError::new(format!("{}: {problem}", self.job.object)).with_kind(BackendErrorKind::Rejected, None)
     }
 
     /// Sets the worker replicas to `target` with the patch computed from `seen`, the job as last
@@ -110,15 +100,15 @@ impl VolcanoBackend {
     pub async fn scale_from(&self, seen: &DynamicObject, target: u32) -> Result<(), BackendError> {
         let patch = replicas_patch(&seen.data, &self.task, target).map_err(|e| self.rejected(e))?;
         if let Some((from, to)) = patch.min_available {
-            tracing::warn!(object = %self.object, from, to, "lowering spec.minAvailable to the job's new total replicas");
+            tracing::warn!(object = %self.job.object, from, to, "lowering spec.minAvailable to the job's new total replicas");
         }
         if let Some((from, to)) = patch.task_min_available {
-            tracing::warn!(object = %self.object, task = %self.task, from, to,
+            tracing::warn!(object = %self.job.object, task = %self.task, from, to,
                 "lowering the worker task's minAvailable to its new replicas");
         }
         let ops =
             serde_json::from_value(patch.ops).map_err(|e| self.rejected(format!("building the JSON patch: {e}")))?;
-        self.api.patch(&self.name, &PatchParams::default(), &Patch::<()>::Json(ops)).await.map_err(|e| {
+        self.job.api.patch(&self.job.name, &PatchParams::default(), &Patch::<()>::Json(ops)).await.map_err(|e| {
             // The API server answers a failed `test` with 422 and the patch's own words.
             let hint = match &e {
                 kube::Error::Api(s) if s.code == 422 => " (the job changed since it was read: task moved?)",
@@ -126,7 +116,7 @@ impl VolcanoBackend {
             };
             let context = format!(
                 "setting spec.tasks[{}] ({}) replicas to {target} on {}{hint}",
-                patch.index, self.task, self.object
+                patch.index, self.task, self.job.object
             );
             kube_failure(context, &e)
         })?;
@@ -139,13 +129,13 @@ impl WorkerBackend for VolcanoBackend {
         let job = self.read().await?;
         let (_, task) = task_index(&job.data, &self.task).map_err(|e| self.rejected(e))?;
         let target = task["replicas"].as_u64().unwrap_or(0).min(u64::from(u32::MAX)) as u32;
-        self.workers.observed(target, volcano_phase(&job.data)).await
+        self.job.workers.observed(target, volcano_phase(&job.data)).await
     }
 
     async fn scale(&self, command: &ScaleCommand) -> Result<(), BackendError> {
         let job = self.read().await?;
         if !command.release_pods.is_empty() {
-            tracing::debug!(object = %self.object, release_pods = ?command.release_pods,
+            tracing::debug!(object = %self.job.object, release_pods = ?command.release_pods,
                 "release_pods cannot be honoured for a Volcano Job; its controller removes the highest indices");
         }
         self.scale_from(&job, command.target).await
