@@ -7,10 +7,12 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use colocate::sim::chart::render_svg;
-use colocate::sim::jct_chart::{completion_times, jct_csv, render_jct_cdf};
+use colocate::sim::chart::{render_svg, ChartInput, ChartPanel};
+use colocate::sim::explain::explain;
+use colocate::sim::jct_chart::{jct_csv, render_jct};
 use colocate::sim::replay::steps;
-use colocate::sim::report::{intents_csv, job_workers_csv, timeline_csv, MAX_JOB_COLUMNS};
+use colocate::sim::report::{intents_csv, job_workers_csv, timeline_csv, TimelineRow, WorthColumns, MAX_JOB_COLUMNS};
+use colocate::sim::worth::{columns, Capacity};
 use colocate::sim::{replay, Policy, ReplayOutput, Scenario, ScenarioError};
 
 /// The scenario replayed when none is named: shipped in the binary, so it needs no files.
@@ -37,6 +39,9 @@ pub struct ReplayArgs {
     /// No progress bar, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// After the table, a short explanation of each of its columns.
+    #[arg(long, conflicts_with = "json")]
+    pub explain: bool,
 }
 
 /// Failures of `replay`: bad input exits with 2, anything else with 1.
@@ -64,15 +69,23 @@ pub fn run(args: &ReplayArgs) -> Result<(), ReplayError> {
     let several = scenarios.len() > 1;
     let mut stdout = std::io::stdout().lock();
     for scenario in &scenarios {
-        let output = run_one(scenario, &args.policies, !args.quiet && !args.json)?;
+        // The table's and the chart's worth columns compare with the services alone: replay
+        // online-only beside the policies asked for when it is not one of them.
+        let baseline = (!args.json || args.out.is_some()) && !args.policies.contains(&Policy::OnlineOnly);
+        let (output, online_only) = run_one(scenario, &args.policies, baseline, !args.quiet && !args.json)?;
+        let worth = worth_columns(scenario, &output, online_only.as_deref());
         let mut text = if args.json {
             serde_json::to_string(&output.report).context("serializing the report")? + "\n"
         } else {
-            output.report.table()
+            output.report.table_with(Some(&worth))
         };
+        if args.explain {
+            text += "\n";
+            text += &explain(&output.report, Some(&worth));
+        }
         if let Some(dir) = &args.out {
             let dir = if several { dir.join(&scenario.spec.name) } else { dir.clone() };
-            let written = write_artifacts(&dir, scenario, &output)?;
+            let written = write_artifacts(&dir, scenario, &output, &worth)?;
             if !args.json {
                 text += &format!("wrote {}/{}\n", dir.display(), written.join(", "));
             }
@@ -90,8 +103,19 @@ pub fn run(args: &ReplayArgs) -> Result<(), ReplayError> {
     Ok(())
 }
 
-fn run_one(scenario: &Scenario, policies: &[Policy], show_progress: bool) -> anyhow::Result<ReplayOutput> {
-    let total = steps(scenario) * policies.len() as u64;
+/// Replays `policies`, and online-only too when `baseline` asks for it and it is not among
+/// them: that run's timeline is returned beside the output, which holds `policies` only.
+fn run_one(
+    scenario: &Scenario,
+    policies: &[Policy],
+    baseline: bool,
+    show_progress: bool,
+) -> anyhow::Result<(ReplayOutput, Option<Vec<TimelineRow>>)> {
+    let mut run: Vec<Policy> = policies.to_vec();
+    if baseline {
+        run.push(Policy::OnlineOnly);
+    }
+    let total = steps(scenario) * run.len() as u64;
     let bar = if show_progress && std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(total);
         bar.set_style(
@@ -104,13 +128,38 @@ fn run_one(scenario: &Scenario, policies: &[Policy], show_progress: bool) -> any
     } else {
         ProgressBar::hidden()
     };
-    let output = replay(scenario, policies, &|done| bar.set_position(done));
+    let mut output = replay(scenario, &run, &|done| bar.set_position(done));
     bar.finish_and_clear();
-    Ok(output)
+    let online_only = if baseline {
+        output.report.results.pop();
+        output.timelines.pop()
+    } else {
+        let i = policies.iter().position(|p| *p == Policy::OnlineOnly);
+        i.map(|i| output.timelines[i].clone())
+    };
+    Ok((output, online_only))
+}
+
+/// The table's training hours and their share of online-only's idle room.
+fn worth_columns(scenario: &Scenario, output: &ReplayOutput, online_only: Option<&[TimelineRow]>) -> WorthColumns {
+    let r = &output.report;
+    columns(
+        &r.results,
+        &output.timelines,
+        online_only,
+        (r.duration_s, r.step_s),
+        &Capacity::of(&scenario.spec),
+        !scenario.spec.services.is_empty(),
+    )
 }
 
 /// Writes the files of `--out`; returns their names.
-fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> anyhow::Result<Vec<&'static str>> {
+fn write_artifacts(
+    dir: &Path,
+    scenario: &Scenario,
+    output: &ReplayOutput,
+    worth: &WorthColumns,
+) -> anyhow::Result<Vec<&'static str>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let written = std::cell::RefCell::new(Vec::new());
     let write = |name: &'static str, body: &str| {
@@ -128,18 +177,36 @@ fn write_artifacts(dir: &Path, scenario: &Scenario, output: &ReplayOutput) -> an
         write("job_workers.csv", &job_workers_csv(&panels, &jobs))?;
     }
     write("intents.csv", &intents_csv(&output.intents))?;
-    let title = format!(
-        "{}: CPU allocation by class (dashed: target); p99 against SLO and online pods waiting",
-        scenario.spec.name
-    );
     let slos_ms: Vec<f64> = scenario.spec.services.iter().map(|s| s.latency.slo_p99.as_secs_f64() * 1e3).collect();
-    write("chart.svg", &render_svg(&title, &panels, output.report.target_utilization, &slos_ms))?;
-    // Jobs with work: their completion times, per job and as a CDF per policy.
-    let results = &output.report.results;
-    if scenario.spec.jobs.iter().any(|j| j.work.is_some()) {
+    let report = &output.report;
+    let chart = ChartInput {
+        scenario: &scenario.spec.name,
+        panels: report
+            .results
+            .iter()
+            .zip(&output.timelines)
+            .enumerate()
+            .map(|(i, (result, rows))| ChartPanel {
+                result,
+                rows,
+                training_h: worth.hours.get(i).copied(),
+                share: worth.shares.get(i).copied().flatten(),
+            })
+            .collect(),
+        target: report.target_utilization,
+        slos_ms: &slos_ms,
+        capacity: Capacity::of(&scenario.spec),
+        duration_s: report.duration_s,
+        step_s: report.step_s,
+    };
+    write("chart.svg", &render_svg(&chart))?;
+    // Jobs with work: their completion times, per job, and a chart of them per policy.
+    let results = &report.results;
+    let has_work: Vec<bool> = scenario.spec.jobs.iter().map(|j| j.work.is_some()).collect();
+    if has_work.iter().any(|w| *w) {
         write("jct.csv", &jct_csv(results))?;
         let title = format!("{}: job completion time, per policy", scenario.spec.name);
-        if let Some(svg) = render_jct_cdf(&title, &completion_times(results)) {
+        if let Some(svg) = render_jct(&title, results, &has_work, report.duration_s) {
             write("jct_cdf.svg", &svg)?;
         }
     }

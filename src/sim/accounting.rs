@@ -18,6 +18,7 @@ impl World<'_> {
             system_cpu: 0.0,
             online_cpu: 0.0,
             training_cpu: 0.0,
+            training_gpu: 0,
             pending_online_pods: 0,
             pending_workers: 0,
             killed_by_scheduler: self.scheduler_preemptions,
@@ -36,7 +37,10 @@ impl World<'_> {
             match (p.kind, p.node) {
                 (PodKind::System, Some(_)) => row.system_cpu += cpu,
                 (PodKind::Online { .. }, Some(_)) => row.online_cpu += cpu,
-                (PodKind::Worker { .. }, Some(_)) => row.training_cpu += cpu,
+                (PodKind::Worker { .. }, Some(_)) => {
+                    row.training_cpu += cpu;
+                    row.training_gpu += p.requests.gpu.max(0) as u64;
+                }
                 (PodKind::Online { .. }, None) if p.leaving_at.is_none() => row.pending_online_pods += 1,
                 (PodKind::Worker { .. }, None) if p.leaving_at.is_none() => row.pending_workers += 1,
                 _ => {}

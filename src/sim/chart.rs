@@ -1,223 +1,319 @@
-//! The co-location chart in the style of ElasticDL's figure: per policy, online CPU and
-//! training CPU stacked over time with the total utilization and the target line, and under it
-//! what that allocation cost the services: the worst service's p99 against its SLO and the
-//! online pods waiting for a node (on one scale for every policy). Plain SVG.
+//! chart.svg, in the style of ElasticDL's figure: per policy, its headline figures, then online
+//! and training allocation stacked over time with the total and the target line, and under it
+//! what that cost the services: the worst service's p99 against its SLO and the online pods
+//! waiting for a node (one scale for every policy). Beside the whole run, the worst spike zoomed
+//! (see `spike`), so a 30 s flash crowd in a day-long run is read, not guessed. On a cluster with
+//! GPUs the panels show GPUs, the resource training is given there. Plain SVG.
 
 use std::fmt::Write as _;
 
-use super::report::TimelineRow;
+use super::axis::{duration_words, thousands, time_label, time_ticks};
+use super::chart_series::{
+    draw_allocation, draw_strip, Frame, ONLINE, P99, PANEL_H, PENDING, STRIP_H, TARGET, TOTAL, TRAINING,
+};
+use super::report::{PolicyResult, TimelineRow};
+use super::spike::{worst_spike, Spike};
+use super::svg::{legend_rows, open, text, vertical_caption, Swatch};
+use super::worth::{Capacity, Unit};
 
-pub(super) const PANEL_W: f64 = 900.0;
-const PANEL_H: f64 = 200.0;
-pub(super) const LEFT: f64 = 60.0;
-const TOP: f64 = 40.0;
-const GAP: f64 = 60.0;
-/// The strip under each panel: p99 against SLO, and pending online pods.
-const STRIP_TOP: f64 = 26.0;
-const STRIP_H: f64 = 60.0;
-/// The p99 axis runs from 0 to this many SLOs (higher values are drawn at the top).
-const P99_AXIS_SLOS: f64 = 2.0;
-/// Points drawn per series: plenty for a screen, small files for day-long replays.
-const MAX_POINTS: usize = 1200;
+const WIDTH: f64 = 1240.0;
+const LEFT: f64 = 78.0;
+/// Right edge of the plots; the room right of it holds the pending-pods axis.
+const RIGHT: f64 = 1174.0;
+const ZOOM_W: f64 = 306.0;
+/// Between the whole run and the zoom: the whole run's right axis and the zoom's left one.
+const ZOOM_GAP: f64 = 110.0;
+const HEADER_H: f64 = 24.0;
+const STRIP_GAP: f64 = 14.0;
+/// Under the strip: time labels, then the gap to the next policy.
+const BLOCK_H: f64 = HEADER_H + PANEL_H + STRIP_GAP + STRIP_H + 22.0 + 18.0;
 
-/// `slos_ms[s]`: service `s`'s p99 objective, in the order of [`TimelineRow::services`].
-pub fn render_svg(title: &str, panels: &[(&str, &[TimelineRow])], target: f64, slos_ms: &[f64]) -> String {
-    let block = PANEL_H + STRIP_TOP + STRIP_H + GAP;
-    let height = TOP + panels.len() as f64 * block + 20.0;
-    let most_pending =
-        panels.iter().flat_map(|(_, rows)| rows.iter().map(|r| r.pending_online_pods)).max().unwrap_or(0);
-    let width = LEFT + PANEL_W + 160.0;
+/// One policy's panel: its result, its timeline, and the table's worth figures for it.
+pub struct ChartPanel<'a> {
+    pub result: &'a PolicyResult,
+    pub rows: &'a [TimelineRow],
+    /// Hours of the chart's unit held by workers, and their share of online-only's idle room.
+    pub training_h: Option<f64>,
+    pub share: Option<f64>,
+}
+
+pub struct ChartInput<'a> {
+    pub scenario: &'a str,
+    pub panels: Vec<ChartPanel<'a>>,
+    /// `controller.target_utilization` (of CPU: drawn on CPU panels only).
+    pub target: f64,
+    /// Service `s`'s p99 objective, in the order of [`TimelineRow::services`].
+    pub slos_ms: &'a [f64],
+    pub capacity: Capacity,
+    pub duration_s: f64,
+    pub step_s: f64,
+}
+
+pub fn render_svg(c: &ChartInput) -> String {
+    let unit = c.capacity.unit();
+    let policies: Vec<(&str, &[TimelineRow])> = c.panels.iter().map(|p| (p.result.policy.as_str(), p.rows)).collect();
+    let spike = if c.slos_ms.is_empty() { None } else { worst_spike(&policies, c.duration_s, c.step_s) };
+    let most_pending = c.panels.iter().flat_map(|p| p.rows.iter().map(|r| r.pending_online_pods)).max().unwrap_or(0);
     let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    let what = match unit {
+        Unit::Cpu => format!("CPU ({} cores allocatable)", thousands(c.capacity.cpu_cores)),
+        Unit::Gpu => format!("GPUs ({} allocatable)", c.capacity.gpus),
+    };
+    text(
+        &mut svg,
+        LEFT,
+        24.0,
+        "start",
+        r#"font-size="16" font-weight="bold""#,
+        &format!("{}: what training got, and what it cost the services", c.scenario),
     );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(svg, r#"<text x="{LEFT}" y="22" font-size="16" font-weight="bold">{}</text>"#, escape(title));
-    for (i, (policy, rows)) in panels.iter().enumerate() {
-        let y0 = TOP + i as f64 * block + 10.0;
-        panel(&mut svg, policy, rows, target, y0);
-        strip(&mut svg, rows, slos_ms, most_pending, y0 + PANEL_H + STRIP_TOP);
-    }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-fn panel(svg: &mut String, policy: &str, rows: &[TimelineRow], target: f64, y0: f64) {
-    let t_end = rows.last().map_or(1.0, |r| r.t).max(1.0);
-    let x = |t: f64| LEFT + t / t_end * PANEL_W;
-    let y = |frac: f64| y0 + PANEL_H - frac.clamp(0.0, 1.05) / 1.05 * PANEL_H;
-    let stride = rows.len().div_ceil(MAX_POINTS).max(1);
-    let sampled: Vec<&TimelineRow> = rows.iter().step_by(stride).collect();
-    let total = |r: &TimelineRow| {
-        if r.allocation > 0.0 {
-            (r.system_cpu + r.online_cpu + r.training_cpu) / r.allocation
+    text(
+        &mut svg,
+        LEFT,
+        44.0,
+        "start",
+        r##"fill="#333""##,
+        &if c.slos_ms.is_empty() {
+            format!("Per policy: {what} requested over time. No online service: nothing for training to cost.")
         } else {
-            1.0
-        }
-    };
-    let _ = writeln!(svg, r#"<text x="{LEFT}" y="{}" font-weight="bold">{}</text>"#, y0 - 6.0, escape(policy));
-    let _ = writeln!(
-        svg,
-        r##"<rect x="{LEFT}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" fill="none" stroke="#888"/>"##
+            format!(
+                "Per policy: {what} requested over time; under it the worst service's p99 against its SLO, and online \
+                 pods waiting for a node."
+            )
+        },
     );
-    // Stacked areas: system+online (bottom), training (above it).
-    let area = |lower: &dyn Fn(&TimelineRow) -> f64, upper: &dyn Fn(&TimelineRow) -> f64| {
-        let mut d = String::new();
-        for (k, r) in sampled.iter().enumerate() {
-            let _ = write!(d, "{}{:.1},{:.1} ", if k == 0 { "M" } else { "L" }, x(r.t), y(upper(r)));
-        }
-        for r in sampled.iter().rev() {
-            let _ = write!(d, "L{:.1},{:.1} ", x(r.t), y(lower(r)));
-        }
-        d.push('Z');
-        d
-    };
-    let online = |r: &TimelineRow| (r.system_cpu + r.online_cpu) / total(r);
-    let all = |r: &TimelineRow| r.allocation;
-    let _ = writeln!(svg, r##"<path d="{}" fill="#4e79a7" fill-opacity="0.8"/>"##, area(&|_| 0.0, &online));
-    let _ = writeln!(svg, r##"<path d="{}" fill="#f28e2b" fill-opacity="0.8"/>"##, area(&online, &all));
-    let mut line = String::new();
-    for (k, r) in sampled.iter().enumerate() {
-        let _ = write!(line, "{}{:.1},{:.1} ", if k == 0 { "M" } else { "L" }, x(r.t), y(r.allocation));
-    }
-    let _ = writeln!(svg, r##"<path d="{line}" fill="none" stroke="#222" stroke-width="1.2"/>"##);
-    let ty = y(target);
-    let _ = writeln!(
-        svg,
-        r##"<line class="target" x1="{LEFT}" y1="{ty:.1}" x2="{}" y2="{ty:.1}" stroke="#d62728" stroke-dasharray="6,4"/>"##,
-        LEFT + PANEL_W
-    );
-    for frac in [0.0, 0.25, 0.5, 0.75, 1.0] {
-        let _ = writeln!(
-            svg,
-            r##"<text x="{}" y="{:.1}" text-anchor="end" fill="#444">{:.0}%</text>"##,
-            LEFT - 6.0,
-            y(frac) + 4.0,
-            frac * 100.0
+    let mut y = 62.0;
+    if let Some(s) = &spike {
+        text(
+            &mut svg,
+            LEFT,
+            y,
+            "start",
+            r##"fill="#333""##,
+            &format!(
+                "Right: the worst spike, {} from {} (shaded on the left): {}.",
+                duration_words(s.to - s.from),
+                time_label(s.from),
+                s.what
+            ),
         );
+        y += 18.0;
     }
-    let ticks = 6;
-    for k in 0..=ticks {
-        let t = t_end * k as f64 / ticks as f64;
-        let _ = writeln!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
-            x(t),
-            y0 + PANEL_H + 16.0,
-            fmt_time(t)
-        );
-    }
-    let items =
-        [("#4e79a7", "online + system"), ("#f28e2b", "training"), ("#222", "total allocation"), ("#d62728", "target")];
-    legend(svg, y0, &items.map(|(c, l)| (c, l.to_string())));
-}
-
-/// A column of colour swatches and labels right of a panel whose top is at `y0`.
-pub(super) fn legend(svg: &mut String, y0: f64, items: &[(&str, String)]) {
-    let lx = LEFT + PANEL_W + 12.0;
-    for (k, (color, label)) in items.iter().enumerate() {
-        let ly = y0 + 14.0 + k as f64 * 18.0;
-        let _ = writeln!(svg, r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{color}"/>"#, ly - 10.0);
-        let _ = writeln!(svg, r#"<text x="{}" y="{ly}">{}</text>"#, lx + 18.0, escape(label));
-    }
-}
-
-/// Under a panel: the worst service's p99 as a fraction of its SLO (0 to 2 SLOs, the SLO line
-/// in the middle) and the online pods waiting for a node (grey, against `most_pending` of any
-/// policy, so the panels compare).
-fn strip(svg: &mut String, rows: &[TimelineRow], slos_ms: &[f64], most_pending: u32, y0: f64) {
-    let t_end = rows.last().map_or(1.0, |r| r.t).max(1.0);
-    let x = |t: f64| LEFT + t / t_end * PANEL_W;
-    let stride = rows.len().div_ceil(MAX_POINTS).max(1);
-    let _ = writeln!(
-        svg,
-        r##"<rect x="{LEFT}" y="{y0}" width="{PANEL_W}" height="{STRIP_H}" fill="none" stroke="#888"/>"##
-    );
-    // Pending pods: the most in each drawn step, so a short wait is not thinned away.
-    if rows.iter().any(|r| r.pending_online_pods > 0) {
-        let y = |n: u32| y0 + STRIP_H - f64::from(n) / f64::from(most_pending) * STRIP_H;
-        let mut d = format!("M{:.1},{:.1} ", x(0.0), y0 + STRIP_H);
-        for chunk in rows.chunks(stride) {
-            let n = chunk.iter().map(|r| r.pending_online_pods).max().unwrap_or(0);
-            let _ = write!(d, "L{:.1},{:.1} ", x(chunk[0].t), y(n));
-        }
-        let _ = write!(d, "L{:.1},{:.1} Z", x(t_end), y0 + STRIP_H);
-        let _ = writeln!(svg, r##"<path class="pending" d="{d}" fill="#999" fill-opacity="0.6"/>"##);
-    }
-    // p99 over SLO of the worst service, the highest in each drawn step.
-    let ratio =
-        |r: &TimelineRow| r.services.iter().zip(slos_ms).map(|(s, slo)| s.3 / slo.max(1e-9)).fold(0.0, f64::max);
-    let y = |q: f64| y0 + STRIP_H - q.clamp(0.0, P99_AXIS_SLOS) / P99_AXIS_SLOS * STRIP_H;
-    let mut line = String::new();
-    for (k, chunk) in rows.chunks(stride).enumerate() {
-        let q = chunk.iter().map(ratio).fold(0.0, f64::max);
-        let _ = write!(line, "{}{:.1},{:.1} ", if k == 0 { "M" } else { "L" }, x(chunk[0].t), y(q));
-    }
-    let _ = writeln!(svg, r##"<path class="p99" d="{line}" fill="none" stroke="#8e44ad" stroke-width="1.2"/>"##);
-    let sy = y(1.0);
-    let _ = writeln!(
-        svg,
-        r##"<line class="slo" x1="{LEFT}" y1="{sy:.1}" x2="{}" y2="{sy:.1}" stroke="#8e44ad" stroke-width="0.6"/>"##,
-        LEFT + PANEL_W
-    );
-    let _ = writeln!(svg, r##"<text x="{}" y="{:.1}" text-anchor="end" fill="#444">SLO</text>"##, LEFT - 6.0, sy + 4.0);
-    let items = [
-        ("#8e44ad", "p99 / SLO (worst service)".to_string()),
-        ("#999", format!("online pods waiting (max {most_pending})")),
+    let mut items = vec![
+        (Swatch::Fill(ONLINE), "online + system pods".to_string()),
+        (Swatch::Fill(TRAINING), "training workers".to_string()),
+        (Swatch::Line(TOTAL), "total allocation".to_string()),
     ];
-    legend(svg, y0, &items);
+    if unit == Unit::Cpu {
+        items.push((Swatch::Dashed(TARGET), format!("target utilization ({:.2})", c.target)));
+    }
+    if !c.slos_ms.is_empty() {
+        items.push((Swatch::Line(P99), "p99 ÷ SLO, worst service (left axis)".to_string()));
+    }
+    if most_pending > 0 {
+        items.push((Swatch::Fill(PENDING), "online pods waiting for a node (right axis)".to_string()));
+    }
+    if spike.is_some() {
+        items.push((Swatch::Fill("#ddd"), "zoomed window".to_string()));
+    }
+    let top = legend_rows(&mut svg, LEFT, WIDTH - 10.0, y + 6.0, &items);
+    let height = top + c.panels.len() as f64 * BLOCK_H + 16.0;
+    for (i, p) in c.panels.iter().enumerate() {
+        let y0 = top + i as f64 * BLOCK_H;
+        block(&mut svg, c, p, spike.as_ref(), most_pending, y0);
+    }
+    text(
+        &mut svg,
+        (LEFT + RIGHT) / 2.0,
+        height - 8.0,
+        "middle",
+        r##"fill="#444""##,
+        "time since the start of the scenario (h = hours, m = minutes, s = seconds)",
+    );
+    let mut out = open(WIDTH, height);
+    out.push_str(&svg);
+    out.push_str("</svg>\n");
+    out
 }
 
-pub(super) fn fmt_time(t: f64) -> String {
-    if t >= 3600.0 {
-        format!("{:.1}h", t / 3600.0)
-    } else {
-        format!("{:.0}m", t / 60.0)
+/// One policy: the headline line, the whole run, and the zoom beside it.
+fn block(svg: &mut String, c: &ChartInput, p: &ChartPanel, spike: Option<&Spike>, most_pending: u32, y0: f64) {
+    let unit = c.capacity.unit();
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="{:.1}"><tspan font-weight="bold" font-size="14">{}</tspan><tspan dx="14">{}</tspan></text>"#,
+        y0 + 14.0,
+        super::svg::escape(&p.result.policy),
+        super::svg::escape(&headline(p, unit))
+    );
+    let panel_top = y0 + HEADER_H;
+    let strip_top = panel_top + PANEL_H + STRIP_GAP;
+    vertical_caption(svg, 16.0, panel_top + PANEL_H / 2.0, &format!("% of allocatable {}", unit.as_str()));
+    vertical_caption(svg, 16.0, strip_top + STRIP_H / 2.0, "p99 ÷ SLO");
+    let t_end = c.duration_s.max(1.0);
+    let whole_w = if spike.is_some() { RIGHT - ZOOM_W - ZOOM_GAP - LEFT } else { RIGHT - LEFT };
+    let target = (unit == Unit::Cpu).then_some(c.target);
+    let frames = [(Frame { x: LEFT, w: whole_w, t0: 0.0, t1: t_end }, false)]
+        .into_iter()
+        .chain(spike.map(|s| (Frame { x: RIGHT - ZOOM_W, w: ZOOM_W, t0: s.from, t1: s.to }, true)));
+    for (frame, zoomed) in frames {
+        let rows: &[TimelineRow] = if zoomed {
+            let a = p.rows.partition_point(|r| r.t < frame.t0);
+            let b = p.rows.partition_point(|r| r.t <= frame.t1);
+            &p.rows[a.saturating_sub(1)..b]
+        } else {
+            p.rows
+        };
+        draw_allocation(svg, &frame, rows, &c.capacity, target, panel_top, zoomed);
+        draw_strip(svg, &frame, rows, c.slos_ms, most_pending, strip_top, zoomed);
+        if c.slos_ms.is_empty() {
+            let y = strip_top + STRIP_H * 0.75 + 4.0;
+            text(svg, frame.x + frame.w / 2.0, y, "middle", r##"fill="#666""##, "no online service in this scenario");
+        }
+        let ticks = if zoomed {
+            5
+        } else if spike.is_some() {
+            8
+        } else {
+            12
+        };
+        for t in time_ticks(frame.t0, frame.t1, ticks) {
+            let x = frame.x(t);
+            for (top, h) in [(panel_top, PANEL_H), (strip_top, STRIP_H)] {
+                let _ = writeln!(
+                    svg,
+                    r##"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-opacity="0.08"/>"##,
+                    top + h
+                );
+            }
+            text(svg, x, strip_top + STRIP_H + 15.0, "middle", r##"fill="#444""##, &time_label(t));
+        }
+        if !zoomed {
+            if let Some(s) = spike {
+                // Where the zoom is, on the whole run: at least 3 px wide.
+                let (a, b) = (frame.x(s.from), frame.x(s.to).max(frame.x(s.from) + 3.0));
+                let _ = writeln!(
+                    svg,
+                    r##"<rect x="{a:.1}" y="{panel_top:.1}" width="{:.1}" height="{:.1}" fill="#000" fill-opacity="0.07" stroke="#333" stroke-width="0.8" stroke-dasharray="3,2"/>"##,
+                    b - a,
+                    strip_top + STRIP_H - panel_top
+                );
+            }
+        }
     }
 }
 
-pub(super) fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+/// The figures beside a policy's name: allocation, what the services lost, what training got.
+fn headline(p: &ChartPanel, unit: Unit) -> String {
+    let r = p.result;
+    let alloc = match unit {
+        Unit::Cpu => r.avg_cpu_allocation,
+        Unit::Gpu => r.avg_gpu_allocation.unwrap_or(0.0),
+    };
+    let u = unit.as_str();
+    let mut s = format!(
+        "avg {u} alloc {:.1}%   ·   SLO violated {} s   ·   online pods waited {} pod-s   ·   workers killed {}",
+        alloc * 100.0,
+        thousands(r.slo_violation_s),
+        thousands(r.pending_online_pod_s),
+        thousands(r.forced_preemptions as f64)
+    );
+    if let Some(h) = p.training_h {
+        let _ = write!(s, "   ·   training {} {u}-h", if h < 100.0 { format!("{h:.1}") } else { thousands(h) });
+        if let Some(share) = p.share {
+            let _ = write!(s, " ({:.0}% of idle room)", share * 100.0);
+        }
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::chart_series::tests::row;
 
-    fn row(t: f64, pending: u32, p99_ms: f64) -> TimelineRow {
-        TimelineRow {
-            t,
-            allocation: 0.9,
-            gpu_allocation: 0.0,
-            system_cpu: 1.0,
-            online_cpu: 4.0,
-            training_cpu: 4.0,
-            pending_online_pods: pending,
-            pending_workers: 0,
-            killed_by_scheduler: 0,
-            victims_leaving: 0,
-            killed_young: 0,
-            slo_violated: p99_ms > 250.0,
-            services: vec![(100.0, 4, 4, p99_ms)],
-            workers: vec![4],
+    fn chart<'a>(panels: Vec<ChartPanel<'a>>, duration_s: f64) -> ChartInput<'a> {
+        ChartInput {
+            scenario: "s",
+            panels,
+            target: 0.9,
+            slos_ms: &[250.0],
+            capacity: Capacity { cpu_cores: 10.0, gpus: 0 },
+            duration_s,
+            step_s: 1.0,
         }
     }
 
     #[test]
-    fn the_strip_shows_p99_against_the_slo_and_waiting_pods_on_one_scale() {
+    fn a_short_run_is_drawn_whole_with_its_figures_and_legend_inside() {
         let calm: Vec<TimelineRow> = (0..10).map(|t| row(f64::from(t), 0, 20.0)).collect();
         let spike: Vec<TimelineRow> = (0..10)
             .map(|t| row(f64::from(t), if t == 5 { 8 } else { 0 }, if t == 5 { 1000.0 } else { 20.0 }))
             .collect();
-        let svg = render_svg("t", &[("colocate", &calm), ("preemption", &spike)], 0.9, &[250.0]);
+        let (colocate, preemption) = (
+            PolicyResult { policy: "colocate".into(), avg_cpu_allocation: 0.9441, ..PolicyResult::default() },
+            PolicyResult {
+                policy: "preemption".into(),
+                pending_online_pod_s: 8550.0,
+                forced_preemptions: 256,
+                ..PolicyResult::default()
+            },
+        );
+        let panels = vec![
+            ChartPanel { result: &colocate, rows: &calm, training_h: Some(1234.4), share: Some(0.612) },
+            ChartPanel { result: &preemption, rows: &spike, training_h: None, share: None },
+        ];
+        let svg = render_svg(&chart(panels, 10.0));
         assert_eq!(svg.matches(r#"class="slo""#).count(), 2);
-        // Only the policy with waiting pods draws an area; the legend names the shared maximum.
+        assert_eq!(svg.matches(r#"class="target""#).count(), 2);
+        assert!(!svg.contains("zoom"), "10 s are read whole");
+        // Only the policy with waiting pods draws an area; the right axis names the shared maximum.
         assert_eq!(svg.matches(r#"class="pending""#).count(), 1);
-        assert!(svg.contains("online pods waiting (max 8)"), "{svg}");
-        // 1000 ms against a 250 ms SLO is off the 2-SLO axis: drawn at the strip's top.
-        let top = TOP + 10.0 + PANEL_H + (PANEL_H + STRIP_TOP + STRIP_H + GAP) + STRIP_TOP;
-        let p99 = svg.lines().filter(|l| l.contains(r#"class="p99""#)).nth(1).unwrap();
-        assert!(p99.contains(&format!(",{top:.1} ")), "{p99}");
+        assert!(svg.contains(">8 pods<"), "{svg}");
+        assert!(svg.contains("avg CPU alloc 94.4%") && svg.contains("training 1,234 CPU-h (61% of idle room)"));
+        assert!(svg.contains("online pods waited 8,550 pod-s   ·   workers killed 256"));
+        // Nothing is drawn right of the image's edge.
+        for x in svg.split(" x=\"").skip(1).map(|s| s.split('"').next().unwrap().parse::<f64>().unwrap()) {
+            assert!(x < WIDTH - 40.0, "{x}");
+        }
+    }
+
+    #[test]
+    fn a_long_run_gets_its_spike_zoomed_beside_it() {
+        // Two hours at 1 s; 6 pods wait for 30 s at 1h.
+        let rows: Vec<TimelineRow> =
+            (0..7200).map(|t| row(f64::from(t), if (3600..3630).contains(&t) { 6 } else { 0 }, 20.0)).collect();
+        let r = PolicyResult { policy: "preemption".into(), ..PolicyResult::default() };
+        let svg =
+            render_svg(&chart(vec![ChartPanel { result: &r, rows: &rows, training_h: None, share: None }], 7200.0));
+        assert!(svg.contains(
+            "the worst spike, 5 min from 58m (shaded on the left): online pods waiting for a node +6 (preemption)"
+        ));
+        assert_eq!(svg.matches(r#"class="target""#).count(), 1, "the zoom's lines have their own class");
+        assert_eq!(svg.matches(r#"class="pending zoom""#).count(), 1);
+        // The zoom's time axis is labelled in minutes within the window.
+        assert!(svg.contains(">1h<") && svg.contains(">1h02m<"), "{svg}");
+    }
+
+    #[test]
+    fn a_gpu_cluster_without_services_shows_gpus_and_says_there_is_no_service() {
+        let rows: Vec<TimelineRow> = (0..10)
+            .map(|t| TimelineRow {
+                services: vec![],
+                gpu_allocation: 0.5,
+                training_gpu: 4,
+                ..row(f64::from(t), 0, 0.0)
+            })
+            .collect();
+        let r = PolicyResult { policy: "gang".into(), avg_gpu_allocation: Some(0.5), ..PolicyResult::default() };
+        let mut c = chart(vec![ChartPanel { result: &r, rows: &rows, training_h: Some(1.5), share: None }], 10.0);
+        c.slos_ms = &[];
+        c.capacity = Capacity { cpu_cores: 10.0, gpus: 8 };
+        let svg = render_svg(&c);
+        assert!(svg.contains("no online service in this scenario") && !svg.contains("p99 ÷ SLO, worst"), "{svg}");
+        assert!(svg.contains("% of allocatable GPU") && svg.contains("avg GPU alloc 50.0%"), "{svg}");
+        assert!(svg.contains("training 1.5 GPU-h") && !svg.contains("idle room"), "{svg}");
+        // The target is a CPU figure: no target line on GPU panels.
+        assert_eq!(svg.matches(r#"class="target""#).count(), 0);
     }
 }

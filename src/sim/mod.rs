@@ -2,10 +2,13 @@
 //! baseline policies, and the report.
 
 mod accounting;
+pub mod axis;
 pub mod chart;
+pub mod chart_series;
 pub mod cluster;
 mod deployment;
 pub mod engine;
+pub mod explain;
 pub mod go_sort;
 pub mod jct_chart;
 pub mod job_trace;
@@ -21,9 +24,12 @@ pub mod scheduler_queue;
 pub mod service;
 pub mod snapshot;
 pub mod spec;
+pub mod spike;
+pub mod svg;
 pub mod units;
 pub mod window;
 pub mod window_plan;
+pub mod worth;
 
 /// Errors in a scenario file name the file, line and key.
 pub use crate::yaml::InputError as ScenarioError;

@@ -19,7 +19,7 @@ pub struct Report {
     pub results: Vec<PolicyResult>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PolicyResult {
     pub policy: String,
     pub avg_cpu_allocation: f64,
@@ -124,6 +124,8 @@ pub struct TimelineRow {
     pub system_cpu: f64,
     pub online_cpu: f64,
     pub training_cpu: f64,
+    /// GPUs requested by workers on a node (the chart's GPU panels and training GPU-hours).
+    pub training_gpu: u64,
     pub pending_online_pods: u32,
     /// Worker pods waiting for a node (replacements of preempted workers, or growth).
     pub pending_workers: u32,
@@ -141,9 +143,42 @@ pub struct TimelineRow {
     pub workers: Vec<u32>,
 }
 
+/// The table's "is it worth it" columns (see `worth`) and the line under it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorthColumns {
+    /// "CPU" or "GPU": what training's hours are counted in.
+    pub unit: &'static str,
+    /// Per result, same order: hours of `unit` held by workers.
+    pub hours: Vec<f64>,
+    /// Per result: `hours` over the idle room online-only leaves; `None` without that run.
+    pub shares: Vec<Option<f64>>,
+    /// Printed under the table when no policy can differ on the services' columns.
+    pub note: Option<String>,
+}
+
+/// Whether the table shows the completion-time columns and the GPU allocation column.
+pub(super) struct Shown {
+    pub jct: bool,
+    pub gpu: bool,
+}
+
 impl Report {
     /// The comparison table, one row per policy.
     pub fn table(&self) -> String {
+        self.table_with(None)
+    }
+
+    /// Completion-time columns only where some policy ran jobs with work; GPU allocation only on
+    /// a cluster with GPUs.
+    pub(super) fn shown(&self) -> Shown {
+        Shown {
+            jct: self.results.iter().any(|r| r.avg_jct_s.is_some() || r.unfinished_jobs > 0),
+            gpu: self.results.iter().any(|r| r.avg_gpu_allocation.is_some()),
+        }
+    }
+
+    /// The table with `worth`'s columns appended after the others, and its note under it.
+    pub fn table_with(&self, worth: Option<&WorthColumns>) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -151,30 +186,43 @@ impl Report {
             self.scenario, self.duration_s, self.step_s, self.seed, self.target_utilization
         );
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
-        // Completion-time columns only where some policy ran jobs with work; GPU allocation
-        // only on a cluster with GPUs.
-        let jct = self.results.iter().any(|r| r.avg_jct_s.is_some() || r.unfinished_jobs > 0);
-        let gpu = self.results.iter().any(|r| r.avg_gpu_allocation.is_some());
-        let mut header = vec!["policy", "avg CPU alloc"];
+        let Shown { jct, gpu } = self.shown();
+        let mut header: Vec<String> = vec!["policy".into(), "avg CPU alloc".into()];
         if gpu {
-            header.push("avg GPU alloc");
+            header.push("avg GPU alloc".into());
         }
-        header.extend([
-            "time >= target",
-            "SLO viol. s",
-            "pending online pod s",
-            "killed: sched.+forced",
-            "rescales",
-            "training samples",
-            "makespan s",
-        ]);
+        header.extend(
+            [
+                "time >= target",
+                "SLO viol. s",
+                "pending online pod s",
+                "killed: sched.+forced",
+                "rescales",
+                "training samples",
+                "makespan s",
+            ]
+            .map(String::from),
+        );
         if jct {
-            header.extend(["avg JCT s", "p95 JCT s", "avg queue s", "p95 queue s", "unfinished"]);
+            header.extend(["avg JCT s", "p95 JCT s", "avg queue s", "p95 queue s", "unfinished"].map(String::from));
         }
+        if let Some(w) = worth {
+            header.extend([format!("training {}-h", w.unit), "of idle room %".to_string()]);
+        }
+        // Hours to a precision that keeps two or three significant digits in the column.
+        let most = worth.map_or(0.0, |w| w.hours.iter().copied().fold(0.0, f64::max));
+        let decimals = if most < 10.0 {
+            2
+        } else if most < 100.0 {
+            1
+        } else {
+            0
+        };
         let rows: Vec<Vec<String>> = self
             .results
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
                 let mut row = vec![r.policy.clone(), format!("{:.3}", r.avg_cpu_allocation)];
                 if gpu {
                     row.push(r.avg_gpu_allocation.map_or("-".to_string(), |g| format!("{g:.3}")));
@@ -197,6 +245,12 @@ impl Report {
                         r.unfinished_jobs.to_string(),
                     ]);
                 }
+                if let Some(w) = worth {
+                    row.push(w.hours.get(i).map_or("-".to_string(), |h| format!("{h:.decimals$}")));
+                    row.push(
+                        w.shares.get(i).copied().flatten().map_or("-".to_string(), |s| format!("{:.1}", s * 100.0)),
+                    );
+                }
                 row
             })
             .collect();
@@ -213,10 +267,13 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join("  ")
         };
-        let _ = writeln!(out, "{}", line(header.clone()));
+        let _ = writeln!(out, "{}", line(header.iter().map(String::as_str).collect()));
         let _ = writeln!(out, "{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
         for r in &rows {
             let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+        }
+        if let Some(note) = worth.and_then(|w| w.note.as_deref()) {
+            let _ = writeln!(out, "{note}");
         }
         out
     }
@@ -312,4 +369,41 @@ pub fn intents_csv(intents: &[(f64, ScaleIntent)]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worth_columns_come_after_the_others_and_the_note_under_the_table() {
+        let result = |policy: &str| PolicyResult { policy: policy.into(), ..PolicyResult::default() };
+        let report = Report {
+            version: 1,
+            scenario: "s".into(),
+            duration_s: 60.0,
+            step_s: 1.0,
+            seed: 1,
+            target_utilization: 0.9,
+            results: vec![result("colocate"), result("online-only")],
+        };
+        let plain = report.table();
+        let worth = WorthColumns {
+            unit: "CPU",
+            hours: vec![1234.4, 0.0],
+            shares: vec![Some(0.8766), Some(0.0)],
+            note: Some("The jobs never contended with the services.".into()),
+        };
+        let table = report.table_with(Some(&worth));
+        let lines: Vec<&str> = table.lines().collect();
+        // Every line of the plain table is kept as it was, with the new cells after it.
+        for (old, new) in plain.lines().zip(&lines) {
+            assert!(new.starts_with(old), "{old:?} -> {new:?}");
+        }
+        assert!(lines[1].ends_with("makespan s  training CPU-h  of idle room %"), "{table}");
+        assert!(lines[3].ends_with("  1234            87.7"), "{table}");
+        assert!(lines[4].ends_with("     0             0.0"), "{table}");
+        assert_eq!(lines.last(), Some(&"The jobs never contended with the services."));
+        assert_eq!(lines.len(), plain.lines().count() + 1);
+    }
 }
