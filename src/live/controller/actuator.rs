@@ -263,3 +263,197 @@ impl Actuator {
         deleted
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use futures::future::BoxFuture;
+    use tokio::sync::{Notify, Semaphore};
+
+    use super::*;
+    use crate::core::{Reason, ScaleIntent};
+    use crate::live::controller::ledger::Bounded;
+    use crate::live::endpoint::{DiscoveredJob, JobEndpoint};
+    use crate::live::kinds::KindResources;
+    use crate::live::master::Status;
+
+    const CONFIG: ActuatorConfig = ActuatorConfig {
+        release_deadline: Duration::from_secs(30),
+        command_timeout: Duration::from_secs(20),
+        max_backoff: Duration::from_secs(30),
+    };
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Answer {
+        Accept,
+        /// 409: the target is outside the job's bounds.
+        Refuse,
+        /// 503 on every attempt.
+        Fail,
+        /// Accepts once the test adds a permit to `release`.
+        Hold,
+    }
+
+    /// A master that records every scale command and answers as the test says.
+    struct Fake {
+        sent: Mutex<Vec<ScaleCommand>>,
+        answer: Mutex<Answer>,
+        release: Semaphore,
+    }
+
+    impl Fake {
+        fn new(answer: Answer) -> Arc<Fake> {
+            Arc::new(Fake { sent: Mutex::default(), answer: Mutex::new(answer), release: Semaphore::new(0) })
+        }
+
+        fn targets(&self) -> Vec<u32> {
+            self.sent.lock().unwrap().iter().map(|c| c.target).collect()
+        }
+    }
+
+    impl JobEndpoint for Fake {
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+        fn status(&self) -> BoxFuture<'_, Result<Status, MasterError>> {
+            unreachable!("the actuator never polls")
+        }
+        fn scale<'a>(&'a self, command: &'a ScaleCommand) -> BoxFuture<'a, Result<ScaleAccepted, MasterError>> {
+            self.sent.lock().unwrap().push(command.clone());
+            let answer = *self.answer.lock().unwrap();
+            Box::pin(async move {
+                match answer {
+                    Answer::Accept => {}
+                    Answer::Hold => self.release.acquire().await.expect("open").forget(),
+                    Answer::Refuse => return Err(MasterError::OutOfBounds { min: 2, max: 10, message: "no".into() }),
+                    Answer::Fail => {
+                        return Err(MasterError::ServerError { status: 503, attempts: 3, message: "busy".into() })
+                    }
+                }
+                Ok(ScaleAccepted { accepted_target: command.target, generation: 2 })
+            })
+        }
+    }
+
+    struct Running {
+        decisions: watch::Sender<Actuation>,
+    }
+
+    /// An actuator for one job whose master is `fake`, leading or not. Its client points
+    /// nowhere: the events it records fail and are only logged.
+    fn start(leading: bool) -> Running {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let (leader, follows) = watch::channel(leading);
+        // The actuator's gate outlives this function; the sender is not needed after.
+        std::mem::forget(leader);
+        let gate = Arc::new(WriteGate::new(follows, Duration::from_secs(10), metrics.clone()));
+        let kinds = Arc::new(KindResources::new(client.clone()));
+        let recorder = Arc::new(DecisionRecorder::new(client.clone(), "test".into(), gate.clone(), kinds));
+        let poller = Arc::new(Poller::new(
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            metrics.clone(),
+            Arc::new(Notify::new()),
+        ));
+        let actuator = Actuator::new(CONFIG, client, SharedState::default(), poller, metrics, recorder, gate);
+        let (decisions, latest) = watch::channel(Actuation::default());
+        tokio::spawn(actuator.run(latest, std::future::pending()));
+        Running { decisions }
+    }
+
+    impl Running {
+        /// A decision that asks the job (at `from` workers) for `target`, then lets every
+        /// task run.
+        async fn decide(&self, fake: &Arc<Fake>, from: u32, target: u32) {
+            let job = DiscoveredJob {
+                namespace: "ml".into(),
+                name: "a".into(),
+                object: crate::live::endpoint::JobObject {
+                    api_version: "v1".into(),
+                    kind: "Service".into(),
+                    namespace: "ml".into(),
+                    name: "a-master".into(),
+                    uid: None,
+                },
+                endpoint: fake.clone(),
+                overrides: Default::default(),
+            };
+            let bounded = Bounded { job, min: 2, max: 10, target: from, generation: 1, moved_at: None };
+            let reason = if target < from { Reason::OnlineHeadroom } else { Reason::Grow };
+            let intent = ScaleIntent {
+                job: "ml/a".into(),
+                from,
+                target,
+                release_pods: vec![],
+                release_nodes: vec![],
+                reason,
+                why: String::new(),
+            };
+            let actuation = Actuation { intents: vec![intent], jobs: BTreeMap::from([("ml/a".to_string(), bounded)]) };
+            self.decisions.send_replace(actuation);
+            settle().await;
+        }
+    }
+
+    /// Lets every task run until all wait (paused time moves on only then).
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_command_in_flight_per_job() {
+        let fake = Fake::new(Answer::Hold);
+        let actuator = start(true);
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!(fake.targets(), [5]);
+        // A newer decision while the master has not answered: nothing more goes out.
+        actuator.decide(&fake, 8, 4).await;
+        assert_eq!(fake.targets(), [5]);
+        // Answered: the next decision's target goes out.
+        fake.release.add_permits(1);
+        settle().await;
+        actuator.decide(&fake, 5, 4).await;
+        assert_eq!(fake.targets(), [5, 4]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_target_the_master_refused_is_not_sent_again() {
+        let fake = Fake::new(Answer::Refuse);
+        let actuator = start(true);
+        actuator.decide(&fake, 8, 5).await;
+        actuator.decide(&fake, 8, 5).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!(fake.targets(), [5]);
+        // Another target is asked.
+        actuator.decide(&fake, 8, 6).await;
+        assert_eq!(fake.targets(), [5, 6]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_command_is_retried_after_a_backoff() {
+        let fake = Fake::new(Answer::Fail);
+        let actuator = start(true);
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!(fake.targets(), [5]);
+        // The first backoff is a second: a decision within it sends nothing.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!(fake.targets(), [5]);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!(fake.targets(), [5, 5]);
+        // The second failure doubles it: 2 s.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!(fake.targets(), [5, 5]);
+        *fake.answer.lock().unwrap() = Answer::Accept;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!(fake.targets(), [5, 5, 5]);
+    }
+}
