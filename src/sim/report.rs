@@ -1,4 +1,4 @@
-//! Replay report v1 (scenario-v1.md) and what a person reads: the comparison table and the
+//! Replay report v1 (docs/scenario-format.md) and what a person reads: the comparison table and the
 //! per-step timeline.
 
 use std::fmt::Write as _;
