@@ -60,7 +60,9 @@ pub struct Config {
     /// the scale-up's and only holds growth. Replay samples its p99 over this window.
     #[serde(deserialize_with = "duration")]
     pub latency_window: Duration,
-    /// Deadline given to masters for releasing workers.
+    /// Deadline given to masters for releasing workers. The protocol carries it in whole
+    /// seconds (`deadline_s`), so it is at least a second, and a fraction is dropped from what
+    /// the master is told (the master is told less than it has, never more).
     #[serde(deserialize_with = "duration")]
     pub release_deadline: Duration,
     /// A job that has waited this long for a floor that does not fit gets a reservation: the
@@ -142,6 +144,15 @@ impl Config {
         if self.hpa_sync_period.is_zero() {
             return Err(ConfigError { key: "hpa_sync_period", problem: "must be longer than 0s".into() });
         }
+        if self.release_deadline < Duration::from_secs(1) {
+            return Err(ConfigError {
+                key: "release_deadline",
+                problem: format!(
+                    "{} is below 1s; masters are told it in whole seconds (deadline_s)",
+                    humantime::format_duration(self.release_deadline)
+                ),
+            });
+        }
         if self.trend_window.is_zero() {
             return Err(ConfigError { key: "trend_window", problem: "must be longer than 0s".into() });
         }
@@ -180,5 +191,25 @@ impl serde::de::Visitor<'_> for DurationVisitor {
 
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Duration, E> {
         Err(E::custom(format!("`{v}` has no unit; write {DURATION_HINT}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid() {
+        assert_eq!(Config::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_release_deadline_masters_cannot_be_told_is_refused() {
+        let config = Config { release_deadline: Duration::from_millis(500), ..Config::default() };
+        let err = config.validate().unwrap_err();
+        assert_eq!(err.key, "release_deadline");
+        assert!(err.problem.contains("500ms is below 1s"), "{}", err.problem);
+        let config = Config { release_deadline: Duration::from_millis(1500), ..Config::default() };
+        assert_eq!(config.validate(), Ok(()));
     }
 }

@@ -87,25 +87,37 @@ impl Actuator {
         tokio::pin!(shutdown);
         loop {
             let wake = ledger.next_due().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            tokio::select! {
+            // Plan again on a new decision, or once a command's answer may have freed its job
+            // for the intent held behind it. A command the gate kept in frees nothing: planning
+            // again would only send the same decision to the gate again, at once and forever,
+            // until the next leader decides afresh.
+            let replan = tokio::select! {
                 _ = &mut shutdown => break,
                 changed = latest.changed() => {
                     if changed.is_err() {
                         break;
                     }
+                    true
                 }
                 Some(sent) = done.recv() => self.finish(sent, &mut ledger),
-                _ = tokio::time::sleep_until(wake) => self.enforce_deadlines(&mut ledger).await,
-                Some(_) = commands.join_next(), if !commands.is_empty() => {}
+                _ = tokio::time::sleep_until(wake) => {
+                    self.enforce_deadlines(&mut ledger).await;
+                    true
+                }
+                Some(_) = commands.join_next(), if !commands.is_empty() => false,
+            };
+            if replan {
+                let actuation = latest.borrow_and_update().clone();
+                self.dispatch(&actuation, &mut ledger, &mut commands, &done_tx);
             }
-            let actuation = latest.borrow_and_update().clone();
-            self.dispatch(&actuation, &mut ledger, &mut commands, &done_tx);
         }
         drop(done_tx);
         let waited = tokio::time::timeout(grace, async {
             while ledger.any_in_flight() {
                 match done.recv().await {
-                    Some(sent) => self.finish(sent, &mut ledger),
+                    Some(sent) => {
+                        self.finish(sent, &mut ledger);
+                    }
                     None => break,
                 }
             }
@@ -147,7 +159,9 @@ impl Actuator {
         }
     }
 
-    fn finish(&self, sent: Sent, ledger: &mut Ledger) {
+    /// Records what became of a command; whether it was sent at all (a command the gate kept
+    /// in leaves nothing new to plan from).
+    fn finish(&self, sent: Sent, ledger: &mut Ledger) -> bool {
         let Sent { command, result } = sent;
         let now = Instant::now();
         let result = match result {
@@ -155,7 +169,8 @@ impl Actuator {
             // Not sent: nothing failed, and the next leader decides afresh.
             Err(Dropped::NotLeader) => {
                 self.poller.not_taken(&command.key);
-                return ledger.finish(&command, Outcome::NotSent, now, self.config.max_backoff);
+                ledger.finish(&command, Outcome::NotSent, now, self.config.max_backoff);
+                return false;
             }
             // Abandoned mid-way: the master may or may not have applied it, as after a timeout.
             Err(Dropped::OutlastedLease(timeout)) => Err(MasterError::Timeout { attempts: 0, timeout }),
@@ -199,6 +214,7 @@ impl Actuator {
                     kind = e.kind(), "scale command failed");
             }
         }
+        true
     }
 
     fn spawn_record(&self, object: JobObject, record: Record) {
@@ -339,6 +355,7 @@ mod tests {
 
     struct Running {
         decisions: watch::Sender<Actuation>,
+        metrics: Arc<Metrics>,
     }
 
     /// An actuator for one job whose master is `fake`, leading or not. Its client points
@@ -359,16 +376,22 @@ mod tests {
             metrics.clone(),
             Arc::new(Notify::new()),
         ));
-        let actuator = Actuator::new(CONFIG, client, SharedState::default(), poller, metrics, recorder, gate);
+        let actuator = Actuator::new(CONFIG, client, SharedState::default(), poller, metrics.clone(), recorder, gate);
         let (decisions, latest) = watch::channel(Actuation::default());
         tokio::spawn(actuator.run(latest, std::future::pending()));
-        Running { decisions }
+        Running { decisions, metrics }
     }
 
     impl Running {
         /// A decision that asks the job (at `from` workers) for `target`, then lets every
         /// task run.
         async fn decide(&self, fake: &Arc<Fake>, from: u32, target: u32) {
+            self.propose(fake, from, target);
+            settle().await;
+        }
+
+        /// The same decision, without waiting for anything.
+        fn propose(&self, fake: &Arc<Fake>, from: u32, target: u32) {
             let job = DiscoveredJob {
                 namespace: "ml".into(),
                 name: "a".into(),
@@ -395,7 +418,6 @@ mod tests {
             };
             let actuation = Actuation { intents: vec![intent], jobs: BTreeMap::from([("ml/a".to_string(), bounded)]) };
             self.decisions.send_replace(actuation);
-            settle().await;
         }
     }
 
@@ -418,6 +440,40 @@ mod tests {
         settle().await;
         actuator.decide(&fake, 5, 4).await;
         assert_eq!(fake.targets(), [5, 4]);
+    }
+
+    /// How many scale commands the gate kept in.
+    fn scale_drops(metrics: &Metrics) -> u64 {
+        let text = metrics.encode();
+        let line = text
+            .lines()
+            .find(|l| {
+                l.starts_with("colocate_writes_dropped_total{")
+                    && l.contains("write=\"scale\"")
+                    && l.contains("cause=\"not_leader\"")
+            })
+            .unwrap_or_else(|| panic!("no scale drop counter in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_follower_sends_nothing_and_asks_the_gate_once_per_decision() {
+        let fake = Fake::new(Answer::Accept);
+        let actuator = start(false);
+        // Turns, not time: a loop that planned again after each drop would never let paused
+        // time move on.
+        let turns = || async {
+            for _ in 0..200 {
+                tokio::task::yield_now().await;
+            }
+        };
+        actuator.propose(&fake, 8, 5);
+        turns().await;
+        assert_eq!(fake.targets(), Vec::<u32>::new());
+        assert_eq!(scale_drops(&actuator.metrics), 1);
+        actuator.propose(&fake, 8, 4);
+        turns().await;
+        assert_eq!(scale_drops(&actuator.metrics), 2);
     }
 
     #[tokio::test(start_paused = true)]
