@@ -7,20 +7,22 @@
 # Debian 12 (bookworm) on both sides, so the binary's glibc matches the runtime's.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-# Dependencies first: this layer is rebuilt only when Cargo.toml, Cargo.lock or a benchmark
-# change. Cargo reads every target the manifest declares, so the benchmarks come in whole and
-# src/ is a stub.
+# Dependencies first: this layer is rebuilt only when a manifest, Cargo.lock or a benchmark
+# change. Cargo reads every target the manifests declare, so the benchmarks come in whole and
+# both crates' sources are stubs.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/core/Cargo.toml ./crates/core/
 COPY benches ./benches
-RUN mkdir -p src \
+RUN mkdir -p src crates/core/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
+    && touch src/lib.rs crates/core/src/lib.rs \
     && cargo build --release --locked --bin colocate \
-    && rm -rf src
+    && rm -rf src crates/core/src
 COPY src ./src
+COPY crates ./crates
 # The default scenario of `colocate replay` is embedded at compile time.
 COPY scenarios ./scenarios
-RUN touch src/main.rs src/lib.rs \
+RUN touch src/main.rs src/lib.rs crates/core/src/lib.rs \
     && cargo build --release --locked --bin colocate \
     && strip target/release/colocate \
     && ./target/release/colocate --version

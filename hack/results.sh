@@ -77,7 +77,7 @@ for report in trace_scenarios trace_jobs; do
   fi
   # Older than the code that computes its rows? (Not the binary: `cargo test` builds with the
   # dev-dependencies' features, so the `cargo build` above may relink a binary the rows match.)
-  if [ -n "$(find src tests/trace_scenarios.rs tests/trace_jobs.rs tests/support Cargo.toml Cargo.lock -newer "$reports/$report.json" -print -quit)" ]; then
+  if [ -n "$(find src crates tests/trace_scenarios.rs tests/trace_jobs.rs tests/support Cargo.toml Cargo.lock -newer "$reports/$report.json" -print -quit)" ]; then
     echo "hack/results.sh: $reports/$report.json is older than the code that computes it: run \`cargo test --release --test $report\` (or this script without --reuse-test-reports)" >&2
     exit 1
   fi

@@ -1,6 +1,8 @@
 //! colocate: fills the headroom online services keep with elastic training jobs.
 
-pub mod core;
+/// The decision core (the `colocate-core` crate, crates/core): `run` and `replay` both feed it
+/// snapshots and act on its intents.
+pub use colocate_core as core;
 pub mod live;
 pub mod sim;
 pub mod telemetry;

@@ -1,7 +1,7 @@
 //! The completion-time split on a real control plane: two elastic jobs whose reference masters
 //! report the progress and throughput of a modelled job (`ModelledTraining`, what
 //! `example-master --model-samples` serves), one with 100 times the work of the other, and
-//! `colocate run`. The idle room goes to the job closest to done (heSRPT, `src/core/completion.rs`),
+//! `colocate run`. The idle room goes to the job closest to done (heSRPT, `crates/core/src/completion.rs`),
 //! where weights alone would split it evenly, and the decision says why.
 //!
 //! Cluster: 2 nodes x 8 CPU, NGINX at 2 replicas of 1 CPU. Jobs: 1-CPU workers, 1..12, 2 each.

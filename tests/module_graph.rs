@@ -1,17 +1,30 @@
-//! The module graph reads top-down, checked on the source: the decision core imports nothing of
-//! the rest of the crate and no I/O crate (it is pure by construction, not by habit), telemetry
-//! does not import the live controller, and no two files depend on each other through a cycle,
-//! whether a file names the other in a `use` or inline (`super::window::WINDOW_STEP_S` in an
-//! expression is as much a dependency as an import). A child importing from its parent module,
-//! or a parent naming its children, is not a cycle: that is where shared definitions live, and
-//! how children are declared.
+//! The module graph reads top-down, checked on the source: the decision core (its own crate,
+//! crates/core, so the compiler already keeps the rest of colocate out of it) uses no I/O crate
+//! and no clock, telemetry does not import the live controller, and no two files of a crate
+//! depend on each other through a cycle, whether a file names the other in a `use` or inline
+//! (`super::window::WINDOW_STEP_S` in an expression is as much a dependency as an import). A
+//! child importing from its parent module, or a parent naming its children, is not a cycle: that
+//! is where shared definitions live, and how children are declared.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Every `.rs` file under `src/`, as its module path (`src/sim/engine.rs` -> `sim::engine`,
-/// `src/live/mod.rs` -> `live`), with its text.
+/// A crate of the workspace: its manifest and source folder, relative to the repository root.
+struct Crate {
+    manifest: &'static str,
+    src: &'static str,
+}
+
+const COLOCATE: Crate = Crate { manifest: "Cargo.toml", src: "src" };
+const CORE: Crate = Crate { manifest: "crates/core/Cargo.toml", src: "crates/core/src" };
+
 fn modules() -> BTreeMap<String, String> {
+    modules_of(&COLOCATE)
+}
+
+/// Every `.rs` file under the crate's source folder, as its module path (`src/sim/engine.rs` ->
+/// `sim::engine`, `src/live/mod.rs` -> `live`), with its text.
+fn modules_of(krate: &Crate) -> BTreeMap<String, String> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -22,7 +35,7 @@ fn modules() -> BTreeMap<String, String> {
             }
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(krate.src);
     let mut files = Vec::new();
     walk(&root, &mut files);
     files
@@ -154,10 +167,10 @@ fn is_ident(t: &str) -> bool {
     t.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
-/// The crates the package depends on, as code names them (`serde_json` for `serde-json`), and
+/// The crates a package depends on, as code names them (`serde_json` for `serde-json`), and
 /// the standard library's.
-fn dependencies() -> BTreeSet<String> {
-    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+fn dependencies(krate: &Crate) -> BTreeSet<String> {
+    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(krate.manifest)).unwrap();
     let mut deps: BTreeSet<String> = ["std", "core", "alloc"].map(String::from).into();
     let mut in_deps = false;
     for line in manifest.lines().map(str::trim) {
@@ -176,7 +189,12 @@ fn dependencies() -> BTreeSet<String> {
 /// expressions, types and attributes: `crate::x::y`, `super::x::y`, `self::x::y`, and `x::y`
 /// where `x` is a name a `use` brought in, a child module, or a sibling module. `super` is
 /// counted from the module the path is written in, inline `mod` blocks included.
-fn uses(module: &str, text: &str, mods: &BTreeMap<String, String>) -> (Vec<Vec<String>>, BTreeSet<String>) {
+fn uses(
+    module: &str,
+    text: &str,
+    mods: &BTreeMap<String, String>,
+    deps: &BTreeSet<String>,
+) -> (Vec<Vec<String>>, BTreeSet<String>) {
     let file: Vec<String> = module.split("::").map(String::from).collect();
     let children_of = |m: &[String]| -> BTreeSet<String> {
         let prefix = format!("{}::", m.join("::"));
@@ -184,7 +202,6 @@ fn uses(module: &str, text: &str, mods: &BTreeMap<String, String>) -> (Vec<Vec<S
     };
     let children = children_of(&file);
     let siblings = children_of(&file[..file.len() - 1]);
-    let deps = dependencies();
     let toks = tokens(&code(text));
 
     // Resolves a path written in module `here`; `None` for an external crate or a name that is
@@ -332,19 +349,25 @@ fn target(path: &[String], mods: &BTreeMap<String, String>) -> Option<String> {
     (1..=path.len()).rev().map(|n| path[..n].join("::")).find(|m| mods.contains_key(m))
 }
 
+/// What pure decision logic may use: the standard library and plain-data crates.
+const CORE_CRATES: [&str; 4] = ["std", "serde", "humantime", "thiserror"];
+
 #[test]
-fn the_core_imports_nothing_but_itself_and_plain_data_crates() {
-    let mods = modules();
-    for (module, text) in mods.iter().filter(|(m, _)| m.starts_with("core")) {
-        let (paths, external) = uses(module, text, &mods);
-        for p in paths {
-            assert_eq!(p.first().map(String::as_str), Some("core"), "{module} imports {}", p.join("::"));
-        }
-        let io: Vec<&String> =
-            external.iter().filter(|k| !["std", "serde", "humantime", "thiserror"].contains(&k.as_str())).collect();
-        assert!(io.is_empty(), "{module} uses {io:?}");
+fn the_core_uses_no_io_crate_and_no_clock() {
+    let deps = dependencies(&CORE);
+    let extra: Vec<&String> = deps
+        .iter()
+        .filter(|d| !CORE_CRATES.contains(&d.as_str()) && !["core", "alloc"].contains(&d.as_str()))
+        .collect();
+    assert!(extra.is_empty(), "{} depends on {extra:?}", CORE.manifest);
+    let mods = modules_of(&CORE);
+    assert!(mods.contains_key("decide"), "no core modules found under {}", CORE.src);
+    for (module, text) in &mods {
+        let (_, external) = uses(module, text, &mods, &deps);
+        let io: Vec<&String> = external.iter().filter(|k| !CORE_CRATES.contains(&k.as_str())).collect();
+        assert!(io.is_empty(), "core::{module} uses {io:?}");
         for io in ["std::fs", "std::net", "std::process", "std::thread", "std::time::Instant", "SystemTime"] {
-            assert!(!text.contains(io), "{module} uses {io}");
+            assert!(!text.contains(io), "core::{module} uses {io}");
         }
     }
 }
@@ -352,8 +375,9 @@ fn the_core_imports_nothing_but_itself_and_plain_data_crates() {
 #[test]
 fn telemetry_does_not_import_the_live_controller() {
     let mods = modules();
+    let deps = dependencies(&COLOCATE);
     for (module, text) in mods.iter().filter(|(m, _)| m.starts_with("telemetry")) {
-        for p in uses(module, text, &mods).0 {
+        for p in uses(module, text, &mods, &deps).0 {
             let top = p.first().map(String::as_str);
             assert!(!matches!(top, Some("live" | "sim" | "cli")), "{module} imports {}", p.join("::"));
         }
@@ -362,13 +386,20 @@ fn telemetry_does_not_import_the_live_controller() {
 
 #[test]
 fn no_two_files_import_each_other() {
-    let mods = modules();
+    for krate in [&COLOCATE, &CORE] {
+        let cycles = cycles(&modules_of(krate), &dependencies(krate));
+        assert!(cycles.is_empty(), "cycles between files of {}:\n{}", krate.src, cycles.join("\n"));
+    }
+}
+
+/// Each file's first path back to itself through the files it imports.
+fn cycles(mods: &BTreeMap<String, String>, deps: &BTreeSet<String>) -> Vec<String> {
     // file -> files it imports, leaving out itself and its ancestors.
     let mut edges: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for (module, text) in &mods {
+    for (module, text) in mods {
         let set = edges.entry(module).or_default();
-        for p in uses(module, text, &mods).0 {
-            if let Some(t) = target(&p, &mods) {
+        for p in uses(module, text, mods, deps).0 {
+            if let Some(t) = target(&p, mods) {
                 // A child importing from its parent is where shared definitions live; a parent
                 // naming its children is how it declares and re-exports them.
                 let ancestor = module.starts_with(&format!("{t}::"));
@@ -399,7 +430,7 @@ fn no_two_files_import_each_other() {
             }
         }
     }
-    assert!(cycles.is_empty(), "cycles between files:\n{}", cycles.join("\n"));
+    cycles
 }
 
 #[test]
@@ -423,7 +454,7 @@ mod tests {
     }
 }
 "##;
-    let (paths, external) = uses("sim::cluster", text, &mods);
+    let (paths, external) = uses("sim::cluster", text, &mods, &dependencies(&COLOCATE));
     let targets: BTreeSet<String> = paths.iter().filter_map(|p| target(p, &mods)).collect();
     assert_eq!(targets, BTreeSet::from(["sim::engine".to_string(), "sim::window".to_string()]));
     assert!(external.is_empty(), "{external:?}");

@@ -412,7 +412,7 @@ mod tests {
 
     /// The HPA at 10 replicas at its 0.6 target (calm), with `load` samples and no calibration.
     fn growth_with(load: Vec<Sample>, metric_trend: f64) -> Option<u32> {
-        use crate::core::resources::Resources;
+        use crate::resources::Resources;
         let h = Hpa {
             min_replicas: 1,
             max_replicas: 100,

@@ -108,8 +108,8 @@ impl MetricSteps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::resources::Resources;
-    use crate::core::snapshot::{Hpa, HpaMetric, Service};
+    use crate::resources::Resources;
+    use crate::snapshot::{Hpa, HpaMetric, Service};
 
     /// The HPA at `current` replicas, deciding on what the metric implies up to its scale-up
     /// limit (max(+100%, +4 pods)), within its 10% tolerance on what it has.
