@@ -197,19 +197,14 @@ pub(crate) mod tests {
         TimelineRow {
             t,
             allocation: 0.9,
-            gpu_allocation: 0.0,
             system_cpu: 1.0,
             online_cpu: 4.0,
             training_cpu: 4.0,
-            training_gpu: 0,
             pending_online_pods: pending,
-            pending_workers: 0,
-            killed_by_scheduler: 0,
-            victims_leaving: 0,
-            killed_young: 0,
             slo_violated: p99_ms > 250.0,
             services: vec![(100.0, 4, 4, p99_ms)],
             workers: vec![4],
+            ..TimelineRow::default()
         }
     }
 

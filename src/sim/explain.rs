@@ -100,15 +100,7 @@ mod tests {
             avg_jct_s: jct.then_some(100.0),
             ..PolicyResult::default()
         };
-        Report {
-            version: 1,
-            scenario: "s".into(),
-            duration_s: 60.0,
-            step_s: 1.0,
-            seed: 1,
-            target_utilization: 0.9,
-            results: vec![r],
-        }
+        Report::of(vec![r])
     }
 
     #[test]

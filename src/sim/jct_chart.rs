@@ -75,16 +75,11 @@ pub fn render_jct_cdf(title: &str, series: &[(String, Vec<f64>)]) -> Option<Stri
         text(&mut svg, LEFT - 6.0, y(frac) + 4.0, "end", r##"fill="#444""##, &format!("{:.0}%", frac * 100.0));
     }
     vertical_caption(&mut svg, LEFT - 50.0, top + PANEL_H / 2.0, "jobs completed within the time (%)");
-    for t in log_time_ticks(10f64.powf(d0), 10f64.powf(d1)) {
-        grid(&mut svg, x(t), top, PANEL_H);
-        text(&mut svg, x(t), top + PANEL_H + 16.0, "middle", r##"fill="#444""##, &time_label(t));
-    }
-    text(
+    time_axis(
         &mut svg,
-        (LEFT + RIGHT) / 2.0,
-        top + PANEL_H + 38.0,
-        "middle",
-        r##"fill="#444""##,
+        log_time_ticks(10f64.powf(d0), 10f64.powf(d1)),
+        x,
+        (top, PANEL_H),
         "job completion time, arrival to completion (log scale; h = hours, m = minutes, s = seconds)",
     );
     for (k, (policy, jct)) in series.iter().enumerate() {
@@ -101,6 +96,22 @@ pub fn render_jct_cdf(title: &str, series: &[(String, Vec<f64>)]) -> Option<Stri
         );
     }
     Some(document(svg, top + PANEL_H + 56.0))
+}
+
+/// The time axis under a plot area (`top`, `height`): a grid line and a label at each tick,
+/// and the caption below them.
+fn time_axis(
+    svg: &mut String,
+    ticks: impl IntoIterator<Item = f64>,
+    x: impl Fn(f64) -> f64,
+    (top, height): (f64, f64),
+    caption: &str,
+) {
+    for t in ticks {
+        grid(svg, x(t), top, height);
+        text(svg, x(t), top + height + 16.0, "middle", r##"fill="#444""##, &time_label(t));
+    }
+    text(svg, (LEFT + RIGHT) / 2.0, top + height + 38.0, "middle", r##"fill="#444""##, caption);
 }
 
 /// A bar per job with work and policy that ran jobs: queued (grey) from arrival to start, then
@@ -129,16 +140,11 @@ fn render_bars(title: &str, results: &[PolicyResult], has_work: &[bool], duratio
         svg,
         r##"<defs><pattern id="unfinished" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/><line x1="0" y1="0" x2="0" y2="6" stroke="#999" stroke-width="2"/></pattern></defs>"##
     );
-    for t in time_ticks(0.0, t1, 8) {
-        grid(&mut svg, x(t), top, height);
-        text(&mut svg, x(t), top + height + 16.0, "middle", r##"fill="#444""##, &time_label(t));
-    }
-    text(
+    time_axis(
         &mut svg,
-        (LEFT + RIGHT) / 2.0,
-        top + height + 38.0,
-        "middle",
-        r##"fill="#444""##,
+        time_ticks(0.0, t1, 8),
+        x,
+        (top, height),
         "time since the job's arrival (h = hours, m = minutes, s = seconds)",
     );
     let mut y = top;

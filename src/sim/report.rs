@@ -19,6 +19,22 @@ pub struct Report {
     pub results: Vec<PolicyResult>,
 }
 
+#[cfg(test)]
+impl Report {
+    /// A one-minute report of `results`, for tests of what is printed from a report.
+    pub(crate) fn of(results: Vec<PolicyResult>) -> Report {
+        Report {
+            version: 1,
+            scenario: "s".into(),
+            duration_s: 60.0,
+            step_s: 1.0,
+            seed: 1,
+            target_utilization: 0.9,
+            results,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PolicyResult {
     pub policy: String,
@@ -115,7 +131,7 @@ pub fn nearest_rank(xs: &[f64], p: f64) -> Option<f64> {
 pub const YOUNG_VICTIM_S: f64 = 30.0;
 
 /// One simulated step, for timeline.csv and the chart.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TimelineRow {
     pub t: f64,
     pub allocation: f64,
@@ -378,15 +394,7 @@ mod tests {
     #[test]
     fn worth_columns_come_after_the_others_and_the_note_under_the_table() {
         let result = |policy: &str| PolicyResult { policy: policy.into(), ..PolicyResult::default() };
-        let report = Report {
-            version: 1,
-            scenario: "s".into(),
-            duration_s: 60.0,
-            step_s: 1.0,
-            seed: 1,
-            target_utilization: 0.9,
-            results: vec![result("colocate"), result("online-only")],
-        };
+        let report = Report::of(vec![result("colocate"), result("online-only")]);
         let plain = report.table();
         let worth = WorthColumns {
             unit: "CPU",

@@ -96,19 +96,9 @@ mod tests {
         TimelineRow {
             t,
             allocation: 0.5,
-            gpu_allocation: 0.0,
-            system_cpu: 0.0,
-            online_cpu: 0.0,
-            training_cpu: 0.0,
-            training_gpu: 0,
             pending_online_pods: pending,
-            pending_workers: 0,
-            killed_by_scheduler: 0,
-            victims_leaving: 0,
-            killed_young: 0,
-            slo_violated: false,
             services: vec![(0.0, replicas, replicas, 10.0)],
-            workers: vec![],
+            ..TimelineRow::default()
         }
     }
 

@@ -143,20 +143,12 @@ mod tests {
     fn row(t: f64, online: f64, training: f64, gpu_allocation: f64, training_gpu: u64) -> TimelineRow {
         TimelineRow {
             t,
-            allocation: 0.0,
             gpu_allocation,
             system_cpu: 1.0,
             online_cpu: online,
             training_cpu: training,
             training_gpu,
-            pending_online_pods: 0,
-            pending_workers: 0,
-            killed_by_scheduler: 0,
-            victims_leaving: 0,
-            killed_young: 0,
-            slo_violated: false,
-            services: vec![],
-            workers: vec![],
+            ..TimelineRow::default()
         }
     }
 
