@@ -197,3 +197,7 @@ impl Decider {
         self.known_problems = problems;
     }
 }
+
+#[cfg(test)]
+#[path = "decider_tests.rs"]
+mod tests;
