@@ -136,7 +136,7 @@ pub async fn run(
         let (sampler, interval, stopped) = (sampler.clone(), config.sample_interval, tasks.stopped());
         tasks.spawn_infallible("sampler", Until::Stop, async move { sampler.run(interval, stopped).await });
     }
-    spawn_stats_sync(&mut tasks, &metrics, &stats, adapters);
+    export_watch_restarts(&metrics, &stats, adapters);
     let (actuation_tx, actuation_rx) = watch::channel(Actuation::default());
     // Every write checks leadership as it goes out and ends within the margin the Lease leaves
     // before another replica may lead (lease.rs, "Safety").
@@ -347,29 +347,17 @@ fn spawn_polling(tasks: &mut Supervisor, poller: &Arc<Poller>, directory: &Arc<J
     });
 }
 
-/// Copies the watches' restart counts into the metrics every second. The counts are kept by
-/// the reflectors (`WatchStats`, `AdapterJobs::watch_restarts`), which do not hold the metrics.
-fn spawn_stats_sync(
-    tasks: &mut Supervisor,
-    metrics: &Arc<Metrics>,
-    stats: &Arc<WatchStats>,
-    adapters: Option<AdapterJobs>,
-) {
-    let (metrics, stats, stopped) = (metrics.clone(), stats.clone(), tasks.stopped());
-    tasks.spawn_infallible("watch restart counts", Until::Stop, async move {
-        tokio::pin!(stopped);
-        loop {
-            tokio::select! {
-                _ = &mut stopped => break,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                    for (kind, total) in stats.restart_counts() {
-                        metrics.sync_watch_restarts(kind, total);
-                    }
-                    if let Some(a) = &adapters {
-                        metrics.sync_watch_restarts(ADAPTER_JOBS_WATCH_KIND, a.watch_restarts());
-                    }
-                }
-            }
+/// The watches' restart counts are kept by the reflectors (`WatchStats`,
+/// `AdapterJobs::watch_restarts`), which do not hold the metrics: they are read into the
+/// metrics whenever these are scraped.
+fn export_watch_restarts(metrics: &Metrics, stats: &Arc<WatchStats>, adapters: Option<AdapterJobs>) {
+    let stats = stats.clone();
+    metrics.sync_before_encode(move |metrics| {
+        for (kind, total) in stats.restart_counts() {
+            metrics.sync_watch_restarts(kind, total);
+        }
+        if let Some(a) = &adapters {
+            metrics.sync_watch_restarts(ADAPTER_JOBS_WATCH_KIND, a.watch_restarts());
         }
     });
 }

@@ -65,7 +65,13 @@ pub struct Metrics {
     /// Label values set by the last decision, so series of nodes and jobs that are gone are
     /// removed rather than frozen at their last value.
     seen: Mutex<Seen>,
+    /// Run before each encoding: they bring counts kept elsewhere up to date (see
+    /// [`Metrics::sync_before_encode`]).
+    before_encode: Mutex<Vec<SyncFn>>,
 }
+
+/// Brings counts kept outside the metrics into them.
+type SyncFn = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 #[derive(Default)]
 struct Seen {
@@ -143,6 +149,7 @@ impl Metrics {
             online_waiting: Family::default(),
             online_waiting_seconds: Family::default(),
             seen: Mutex::new(Seen::default()),
+            before_encode: Mutex::default(),
         };
         // Series alerts rely on exist at 0 before anything happens.
         for reason in Reason::ALL {
@@ -356,6 +363,9 @@ impl Metrics {
 
     /// The metrics in the OpenMetrics text format, ending with `# EOF`.
     pub fn encode(&self) -> String {
+        for sync in self.before_encode.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            sync(self);
+        }
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String does not fail");
         out
@@ -539,8 +549,15 @@ impl Metrics {
         self.watch_restarts.get_or_create(&[("kind", kind.to_string())]).inc();
     }
 
-    /// Brings the restart counter of `kind` up to the reflector's own count, `total` (call
-    /// before encoding).
+    /// Runs `sync` before every encoding, so that counts kept by parts that do not hold the
+    /// metrics (the reflectors' restart counts) are current whenever they are scraped, with
+    /// nothing copying them in between.
+    pub fn sync_before_encode(&self, sync: impl Fn(&Metrics) + Send + Sync + 'static) {
+        self.before_encode.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(sync));
+    }
+
+    /// Brings the restart counter of `kind` up to the reflector's own count, `total` (from a
+    /// [`Metrics::sync_before_encode`] function).
     pub fn sync_watch_restarts(&self, kind: &str, total: u64) {
         let counter = self.watch_restarts.get_or_create(&[("kind", kind.to_string())]);
         let have = counter.get();

@@ -293,3 +293,16 @@ fn online_pods_waiting_and_the_pod_seconds_they_waited() {
     // Counted at the previous decision's count: one pod for the 4 s up to this one.
     assert_sample(&text, "colocate_online_waiting_pod_seconds_total{service=\"nginx\"} 14.0");
 }
+
+#[test]
+fn counts_kept_elsewhere_are_read_each_time_the_metrics_are_encoded() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let m = Metrics::new();
+    let restarts = std::sync::Arc::new(AtomicU64::new(0));
+    let kept = restarts.clone();
+    m.sync_before_encode(move |m| m.sync_watch_restarts("pods", kept.load(Ordering::Relaxed)));
+    restarts.store(3, Ordering::Relaxed);
+    assert_sample(&m.encode(), &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"pods\"}} 3"));
+    restarts.store(5, Ordering::Relaxed);
+    assert_sample(&m.encode(), &format!("{WATCH_RESTARTS_TOTAL}{{kind=\"pods\"}} 5"));
+}
