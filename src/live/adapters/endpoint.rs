@@ -8,9 +8,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::live::endpoint::JobEndpoint;
-use crate::live::master::{
-    BackendError, BackendErrorKind, MasterError, MasterState, RetryPolicy, ScaleAccepted, ScaleCommand, ScaleError,
-    Status, WorkerBackend,
+use crate::live::master_client::{MasterError, RetryPolicy};
+use crate::master_protocol::{
+    BackendError, BackendErrorKind, MasterState, ScaleAccepted, ScaleCommand, ScaleError, Status, WorkerBackend,
 };
 
 /// How long one attempt (the API calls of one status read or scale) may take.
@@ -119,7 +119,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::live::master::{MasterConfig, MemoryBackend, Observed, WorkerResources};
+    use crate::master_protocol::{MasterConfig, MemoryBackend, Observed, WorkerResources};
 
     fn config() -> MasterConfig {
         MasterConfig::new("wd", 1, 8, WorkerResources::new("2", "4Gi"))
