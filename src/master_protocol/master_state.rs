@@ -18,7 +18,7 @@ use super::worker_backend::{BackendError, Observed, WorkerBackend};
 /// Longest accepted `command_id`: the master remembers ids, so their size is bounded too.
 pub const MAX_COMMAND_ID: usize = 256;
 
-/// What a reference master serves besides the worker count.
+/// What a master serves besides the worker count.
 #[derive(Clone, Debug)]
 pub struct MasterConfig {
     pub job: String,

@@ -1,7 +1,7 @@
-//! A reference master's ledger run in process, as a [`JobEndpoint`]: what the controller talks
-//! to for a job without a master. Calls are bounded like the HTTP client's (a timeout per
-//! attempt, bounded jittered retries of transient failures) and fail with the same
-//! [`MasterError`] kinds, so the actuator and the metrics treat every job alike.
+//! The protocol's master-side ledger ([`MasterState`]) run in process, as a [`JobEndpoint`]:
+//! what the controller talks to for a job without a master. Calls are bounded like the HTTP
+//! client's (a timeout per attempt, bounded jittered retries of transient failures) and fail
+//! with the same [`MasterError`] kinds, so the actuator and the metrics treat every job alike.
 
 use std::time::Duration;
 
