@@ -41,7 +41,7 @@ pub async fn mark_released(
 }
 
 /// Warns of each named pod that is not among the workload's workers: it is skipped.
-pub fn warn_unknown(owner: &str, named: &BTreeSet<&str>, workers: &[Pod]) {
+pub(crate) fn warn_unknown(owner: &str, named: &BTreeSet<&str>, workers: &[Pod]) {
     let known: BTreeSet<&str> = workers.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
     for missing in named.difference(&known) {
         tracing::warn!(pod = %missing, %owner, "release_pods: no such pod among the workload's workers; skipped");
@@ -50,7 +50,7 @@ pub fn warn_unknown(owner: &str, named: &BTreeSet<&str>, workers: &[Pod]) {
 
 /// The pod names of `release_pods` (`pod` or `namespace/pod`) in `namespace`; the others are
 /// skipped with a warning.
-pub fn named_in<'a>(namespace: &str, owner: &str, release_pods: &'a [String]) -> BTreeSet<&'a str> {
+pub(crate) fn named_in<'a>(namespace: &str, owner: &str, release_pods: &'a [String]) -> BTreeSet<&'a str> {
     let mut named = BTreeSet::new();
     for pod in release_pods {
         let (pod_namespace, name) = pod.split_once('/').unwrap_or((namespace, pod));
@@ -63,7 +63,7 @@ pub fn named_in<'a>(namespace: &str, owner: &str, release_pods: &'a [String]) ->
     named
 }
 
-pub async fn list_workers(pods: &Api<Pod>, owner: &str, selector: &str) -> Result<Vec<Pod>, BackendError> {
+pub(crate) async fn list_workers(pods: &Api<Pod>, owner: &str, selector: &str) -> Result<Vec<Pod>, BackendError> {
     let list = pods
         .list(&ListParams::default().labels(selector))
         .await
@@ -72,7 +72,7 @@ pub async fn list_workers(pods: &Api<Pod>, owner: &str, selector: &str) -> Resul
 }
 
 /// Marks exactly the `named` pods among `workers` and clears the mark from the others.
-pub async fn mark_among(
+pub(crate) async fn mark_among(
     pods: &Api<Pod>,
     namespace: &str,
     owner: &str,
@@ -138,7 +138,7 @@ fn classify(e: &kube::Error) -> (BackendErrorKind, Option<u16>) {
 }
 
 /// The API server's message and code, or the error with its causes.
-pub fn describe(e: &kube::Error) -> String {
+pub(crate) fn describe(e: &kube::Error) -> String {
     if let kube::Error::Api(s) = e {
         return format!("{} ({} {})", s.message, s.code, s.reason);
     }

@@ -8,16 +8,15 @@
 //! - [`scale`](WorkerBackend::scale) sets `spec.replicas` through `/scale`. On a shrink it first
 //!   marks the workers that leave (the pods named in `release_pods` that hold a node, then the
 //!   ReplicaSet's own order) with the lowest pod-deletion-cost
-//!   ([`mark_among`](crate::live::kube_backend::mark_among)), so the ReplicaSet controller
-//!   removes them first, and clears that mark from the Deployment's other pods (left over from
-//!   an earlier shrink). Once the count is down the master deletes
-//!   the leaving workers itself, all at once ([`super::removal`]): the ReplicaSet prefers pods
-//!   that are unscheduled, pending or not ready over any cost (a replacement of a preempted
-//!   worker, say), and it removes pods through kube-controller-manager's client, which an
-//!   online service's scale-up keeps busy at the very moment of a release. Where the
-//!   ReplicaSet's ranking would remove the same workers, the master first waits (at most a
-//!   second) for the Deployment controller to lower the ReplicaSet's count, so that its deletes
-//!   do not make the ReplicaSet replace them.
+//!   ([`kube_backend`](crate::live::kube_backend)), so the ReplicaSet controller removes them
+//!   first, and clears that mark from the Deployment's other pods (left over from an earlier
+//!   shrink). Once the count is down the master deletes the leaving workers itself, all at
+//!   once ([`super::removal`]): the ReplicaSet prefers pods that are unscheduled, pending or not
+//!   ready over any cost (a replacement of a preempted worker, say), and it removes pods through
+//!   kube-controller-manager's client, which an online service's scale-up keeps busy at the very
+//!   moment of a release. Where the ReplicaSet's ranking would remove the same workers, the
+//!   master first waits (at most a second) for the Deployment controller to lower the
+//!   ReplicaSet's count, so that its deletes do not make the ReplicaSet replace them.
 //!
 //! - With a release grace period ([`DeploymentBackend::with_release_grace`], `example-master
 //!   --worker-release`), the workers a shrink removes are gone within it rather than the pods'
