@@ -4,6 +4,8 @@
 /// snapshots and act on its intents.
 pub use colocate_core as core;
 pub mod live;
+pub mod master_protocol;
+pub mod reference_master;
 pub mod sim;
 pub mod telemetry;
 pub mod yaml;

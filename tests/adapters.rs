@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use colocate::live::adapters::{AdapterJobs, VolcanoBackend};
 use colocate::live::endpoint::{DiscoveredJob, JobEndpoint};
-use colocate::live::master::{BackendErrorKind, MasterError, Phase, ScaleCommand, Status};
+use colocate::live::master_client::MasterError;
+use colocate::master_protocol::{BackendErrorKind, Phase, ScaleCommand, Status};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{discovery, Api, Client};

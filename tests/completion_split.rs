@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use colocate::live::master::modelled::TrainingModel;
+use colocate::reference_master::modelled::TrainingModel;
 use support::cluster::{
     self, deployment_replicas, eventually, Announce, Behaviour, Controller, ElasticJob, WorkerPod, QUICK_CONFIG,
     QUICK_FLAGS,

@@ -16,7 +16,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use colocate::live::master::tls_listener::server_config;
+use colocate::reference_master::tls_listener::server_config;
 use support::certs::Ca;
 use support::cluster::{
     self, deployment_replicas, eventually, pod_counts, set_hpa, Announce, Behaviour, Controller, ElasticJob, WorkerPod,

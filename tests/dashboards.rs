@@ -16,7 +16,7 @@ use std::time::Duration;
 use chart_support::promql::{selectors, Selector};
 use chart_support::{documents, output, promtool, run};
 use colocate::core::{Config, Core, Job, Node, Pod, PodClass, Resources, Snapshot};
-use colocate::live::master::MasterError;
+use colocate::live::master_client::MasterError;
 use colocate::telemetry::metrics::{self, Metrics};
 use serde_json::Value;
 

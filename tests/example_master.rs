@@ -16,7 +16,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use colocate::live::master::{MasterClient, MasterError, Phase, Progress, RetryPolicy, ScaleCommand, Workers};
+use colocate::live::master_client::{MasterClient, MasterError, RetryPolicy};
+use colocate::master_protocol::{Phase, Progress, ScaleCommand, Workers};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use colocate::core::{Config, Core, PodClass, Reason};
-use colocate::live::master::types::Status;
 use colocate::live::selector::LabelSelector;
 use colocate::live::translate::JobOverrides;
 use colocate::live::view::{snapshot, Inputs, JobSource, OnlineService};
 use colocate::live::watch::{Caches, WatchStats};
+use colocate::master_protocol::Status;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};

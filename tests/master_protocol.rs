@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::Router;
-use colocate::live::master::{
-    serve, ClientConfigError, MasterClient, MasterConfig, MasterError, MasterState, MemoryBackend, Phase, Progress,
-    RetryPolicy, ScaleAccepted, ScaleCommand, Throughput, WorkerResources, Workers,
+use colocate::live::master_client::{ClientConfigError, MasterClient, MasterError, RetryPolicy};
+use colocate::master_protocol::{
+    MasterConfig, MasterState, MemoryBackend, Phase, Progress, ScaleAccepted, ScaleCommand, Throughput,
+    WorkerResources, Workers,
 };
+use colocate::reference_master::serve;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 

@@ -384,6 +384,43 @@ fn telemetry_does_not_import_the_live_controller() {
     }
 }
 
+/// Master protocol v1 has one owner of its shapes and semantics, which both sides build on: it
+/// imports nothing of the rest of the crate, and no HTTP or Kubernetes crate, so that the
+/// controller's client and the reference master each bring their own transport.
+#[test]
+fn the_master_protocol_imports_nothing_but_itself_and_no_transport() {
+    let mods = modules();
+    for (module, text) in mods.iter().filter(|(m, _)| m.starts_with("master_protocol")) {
+        let (paths, external) = uses(module, text, &mods);
+        for p in paths {
+            assert_eq!(p.first().map(String::as_str), Some("master_protocol"), "{module} imports {}", p.join("::"));
+        }
+        let allowed = ["std", "serde", "serde_json", "tokio", "tracing", "thiserror"];
+        let other: Vec<&String> = external.iter().filter(|k| !allowed.contains(&k.as_str())).collect();
+        assert!(other.is_empty(), "{module} uses {other:?}");
+    }
+}
+
+/// The reference master is a program of its own beside the controller: it builds on the
+/// protocol and, of the live side, only on what every worker backend over Kubernetes shares;
+/// nothing of the library imports it (the binary's `example-master` command runs it).
+#[test]
+fn the_reference_master_and_the_controller_are_apart() {
+    let mods = modules();
+    let allowed: [&[&str]; 5] =
+        [&["reference_master"], &["master_protocol"], &["core"], &["live", "kube_backend"], &["live", "error_chain"]];
+    for (module, text) in &mods {
+        for p in uses(module, text, &mods).0 {
+            let imports = |prefix: &[&str]| p.len() >= prefix.len() && prefix.iter().zip(&p).all(|(a, b)| a == b);
+            if module.starts_with("reference_master") {
+                assert!(allowed.iter().any(|a| imports(a)), "{module} imports {}", p.join("::"));
+            } else {
+                assert!(!imports(&["reference_master"]), "{module} imports {}", p.join("::"));
+            }
+        }
+    }
+}
+
 #[test]
 fn no_two_files_import_each_other() {
     for krate in [&COLOCATE, &CORE] {

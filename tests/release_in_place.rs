@@ -18,7 +18,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use colocate::live::master::{MasterClient, RetryPolicy, ScaleCommand};
+use colocate::live::master_client::{MasterClient, RetryPolicy};
+use colocate::master_protocol::ScaleCommand;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -97,7 +98,7 @@ async fn a_worker_released_in_place_gives_its_room_back_before_it_exits() {
     })
     .await;
     let leaving = after.iter().find(|p| p.metadata.name.as_deref() == Some(leave.as_str())).unwrap();
-    assert_eq!(cpu_request(leaving), colocate::live::master::in_place::RELEASED_CPU, "resized down first");
+    assert_eq!(cpu_request(leaving), colocate::reference_master::in_place::RELEASED_CPU, "resized down first");
     let kept = after.iter().find(|p| p.metadata.name.as_deref() == Some(keep.as_str())).expect("the kept worker");
     assert!(kept.metadata.deletion_timestamp.is_none(), "the ReplicaSet removed the resized worker, not this one");
     assert_eq!(cpu_request(kept), "2", "the worker that stays keeps its CPU");
@@ -230,7 +231,7 @@ async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize
     let preempted = pods.get(&oldest).await.expect("the preempted worker, exiting");
     assert!(preempted.metadata.deletion_timestamp.is_some());
     assert!(
-        !colocate::live::master::in_place::actuated(&preempted),
+        !colocate::reference_master::in_place::actuated(&preempted),
         "deleted before the kubelet's second was over: its resize is never actuated"
     );
 
@@ -260,7 +261,7 @@ async fn a_worker_preempted_while_its_resize_waits_is_replaced_by_another_resize
     let substitute = find(&middle).expect("the middle worker");
     assert_eq!(
         cpu_request(substitute),
-        colocate::live::master::in_place::RELEASED_CPU,
+        colocate::reference_master::in_place::RELEASED_CPU,
         "resized in the oldest's place before it was removed"
     );
     let kept = find(&newest).expect("the newest worker");

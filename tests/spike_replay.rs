@@ -722,7 +722,9 @@ fn print_schedule(s: &Schedule) {
 fn keep_master_log() {
     let file = cluster::report_dir().join("spike_replay_masters.log");
     let writer = std::sync::Mutex::new(std::fs::File::create(&file).expect("create the masters' log"));
-    let filter = tracing_subscriber::EnvFilter::new("colocate::live::master=info,spike_replay=info");
+    let filter = tracing_subscriber::EnvFilter::new(
+        "colocate::master_protocol=info,colocate::reference_master=info,colocate::live::kube_backend=info,spike_replay=info",
+    );
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(writer).try_init();
     eprintln!("masters' log: {}", file.display());
 }

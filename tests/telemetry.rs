@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colocate::core::{Config, Core, Job, Node, Pod, PodClass, Resources, Snapshot};
-use colocate::live::master::MasterError;
+use colocate::live::master_client::MasterError;
 use colocate::telemetry::metrics::{self, ALL};
 use colocate::telemetry::{serve, Health, Metrics, OPENMETRICS_CONTENT_TYPE};
 use tokio::net::TcpListener;

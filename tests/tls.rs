@@ -8,11 +8,11 @@ mod support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use colocate::live::master::tls_listener::{server_config, TlsListener};
-use colocate::live::master::{
-    serve, MasterClient, MasterConfig, MasterError, MasterState, MemoryBackend, RetryPolicy, WorkerResources,
-};
+use colocate::live::master_client::{MasterClient, MasterError, RetryPolicy};
 use colocate::live::tls::TlsFiles;
+use colocate::master_protocol::{MasterConfig, MasterState, MemoryBackend, WorkerResources};
+use colocate::reference_master::serve;
+use colocate::reference_master::tls_listener::{server_config, TlsListener};
 use support::certs::Ca;
 use support::process::write;
 use tokio::net::TcpListener;

@@ -4,7 +4,7 @@
 //! It is the reference master ([`MasterState`], [`serve_with_shutdown`]) over a
 //! [`DeploymentBackend`]. An integrator writing a master for their framework keeps the shape of
 //! [`run`] and replaces:
-//! - the backend: [`DeploymentBackend`] becomes their own [`WorkerBackend`](colocate::live::master::WorkerBackend),
+//! - the backend: [`DeploymentBackend`] becomes their own [`WorkerBackend`](colocate::master_protocol::WorkerBackend),
 //!   which asks the framework's workers to leave gracefully (checkpoint, leave the rendezvous)
 //!   before lowering the count, and reports throughput, progress and the `Completed`/`Failed`
 //!   phase, which only the job knows;
@@ -15,7 +15,7 @@
 //!
 //! Run it next to the workers, behind a Service labelled `colocate.dev/master: "true"` with a port
 //! named `master` (see `docs/master-protocol.md`); the RBAC it needs is in
-//! [`colocate::live::master::deployment`].
+//! [`colocate::reference_master::deployment_backend`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,10 +24,11 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use colocate::core::resources::{parse_cpu, parse_memory};
 use colocate::live::config::LogFormat;
-use colocate::live::master::deployment::DeploymentBackend;
-use colocate::live::master::modelled::{ModelledTraining, TrainingModel};
-use colocate::live::master::tls_listener::{server_config, TlsListener};
-use colocate::live::master::{serve_with_shutdown, MasterConfig, MasterState, WorkerBackend, WorkerResources};
+use colocate::master_protocol::{MasterConfig, MasterState, WorkerBackend, WorkerResources};
+use colocate::reference_master::deployment_backend::DeploymentBackend;
+use colocate::reference_master::modelled::{ModelledTraining, TrainingModel};
+use colocate::reference_master::serve_with_shutdown;
+use colocate::reference_master::tls_listener::{server_config, TlsListener};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::core::config::duration;
 use crate::core::Config;
-use crate::live::master::ClientConfigError;
+use crate::live::master_client::ClientConfigError;
 use crate::live::selector::LabelSelector;
 use crate::live::tls::TlsFiles;
 use crate::yaml::{self, InputError};
@@ -530,7 +530,7 @@ impl RunConfig {
         for (key, path) in token_files {
             let Some(path) = path else { continue };
             // The same read `run` does at start.
-            let problem = match crate::live::master::read_token_file(path) {
+            let problem = match crate::live::master_client::read_token_file(path) {
                 Ok(_) => None,
                 Err(ClientConfigError::TokenFile { message, .. }) => Some(message),
                 Err(ClientConfigError::EmptyToken { .. }) => Some("the file is empty".to_string()),

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::master::{MasterClient, MasterError, ScaleAccepted, ScaleCommand, Status};
 use super::names::object_key;
 use super::translate::JobOverrides;
+use crate::live::master_client::{MasterClient, MasterError};
+use crate::master_protocol::{ScaleAccepted, ScaleCommand, Status};
 
 /// Reads and changes one job's worker count with protocol v1's semantics: `status` as
 /// `GET /v1/status`, `scale` as `POST /v1/scale` (idempotent per `command_id`, 409 as

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 
-use super::master::types::{Phase, Status};
 use super::names::object_key;
 use super::selector::LabelSelector;
 use super::state::{Classifier, ClusterState, DEFAULT_GRACE};
@@ -16,6 +15,7 @@ use super::translate::{self, JobOverrides};
 use crate::core::name_map::NameMap;
 use crate::core::resources::{parse_cpu, parse_memory};
 use crate::core::{Job, Latency, PodClass, Resources, Sample, Service, Snapshot, WorkReport};
+use crate::master_protocol::{Phase, Status};
 
 /// An online service with what is known about it right now.
 #[derive(Clone, Debug)]

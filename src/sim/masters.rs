@@ -92,7 +92,7 @@ impl World<'_> {
 
 /// Releasing in place, the workers that leave for the named ones: as many on each named worker's
 /// node, the oldest there first, as the reference master picks them
-/// (`live::master::removal::in_place_choice`, where the why is). Named pods on no node stay.
+/// (`reference_master::removal::in_place_choice`, where the why is). Named pods on no node stay.
 fn oldest_on_named_nodes(cluster: &Cluster, j: usize, named: &[String]) -> Vec<String> {
     let mut chosen = Vec::new();
     let mut per_node: BTreeMap<usize, usize> = BTreeMap::new();

@@ -12,13 +12,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use colocate::live::master::deployment::DeploymentBackend;
-use colocate::live::master::modelled::{ModelledTraining, TrainingModel};
-use colocate::live::master::tls_listener::TlsListener;
-use colocate::live::master::{
-    serve_with_shutdown, BackendError, MasterConfig, MasterState, Observed, ScaleCommand, WorkerBackend,
-    WorkerResources,
+use colocate::master_protocol::{
+    BackendError, MasterConfig, MasterState, Observed, ScaleCommand, WorkerBackend, WorkerResources,
 };
+use colocate::reference_master::deployment_backend::DeploymentBackend;
+use colocate::reference_master::modelled::{ModelledTraining, TrainingModel};
+use colocate::reference_master::serve_with_shutdown;
+use colocate::reference_master::tls_listener::TlsListener;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;

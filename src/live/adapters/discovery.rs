@@ -28,10 +28,10 @@ use super::settings::{settings, AdapterSettings, ScaleVia};
 use super::volcano::VolcanoBackend;
 use super::workers::{check_worker_labels, worker_resources};
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
-use crate::live::master::{MasterConfig, MasterState, WorkerResources};
 use crate::live::names::{object_key, ELASTIC_LABEL, SCALE_VIA_ANNOTATION};
 use crate::live::translate::JobOverrides;
 use crate::live::watch::{drive, Driver, Watch};
+use crate::master_protocol::{MasterConfig, MasterState, WorkerResources};
 
 /// Discovery failed for a reason other than the kind being absent.
 #[derive(Debug, thiserror::Error)]
@@ -372,7 +372,7 @@ impl Built {
         }
     }
 
-    fn reconfigure(&self, config: MasterConfig) -> Result<(), crate::live::master::MasterConfigError> {
+    fn reconfigure(&self, config: MasterConfig) -> Result<(), crate::master_protocol::MasterConfigError> {
         match self {
             Built::Scale(e) => e.state().reconfigure(config),
             Built::Volcano(e) => e.state().reconfigure(config),

@@ -1,16 +1,16 @@
-//! A reference master's ledger run in process, as a [`JobEndpoint`]: what the controller talks
-//! to for a job without a master. Calls are bounded like the HTTP client's (a timeout per
-//! attempt, bounded jittered retries of transient failures) and fail with the same
-//! [`MasterError`] kinds, so the actuator and the metrics treat every job alike.
+//! The protocol's master-side ledger ([`MasterState`]) run in process, as a [`JobEndpoint`]:
+//! what the controller talks to for a job without a master. Calls are bounded like the HTTP
+//! client's (a timeout per attempt, bounded jittered retries of transient failures) and fail
+//! with the same [`MasterError`] kinds, so the actuator and the metrics treat every job alike.
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 use crate::live::endpoint::JobEndpoint;
-use crate::live::master::{
-    BackendError, BackendErrorKind, MasterError, MasterState, RetryPolicy, ScaleAccepted, ScaleCommand, ScaleError,
-    Status, WorkerBackend,
+use crate::live::master_client::{MasterError, RetryPolicy};
+use crate::master_protocol::{
+    BackendError, BackendErrorKind, MasterState, ScaleAccepted, ScaleCommand, ScaleError, Status, WorkerBackend,
 };
 
 /// How long one attempt (the API calls of one status read or scale) may take.
@@ -119,7 +119,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::live::master::{MasterConfig, MemoryBackend, Observed, WorkerResources};
+    use crate::master_protocol::{MasterConfig, MemoryBackend, Observed, WorkerResources};
 
     fn config() -> MasterConfig {
         MasterConfig::new("wd", 1, 8, WorkerResources::new("2", "4Gi"))

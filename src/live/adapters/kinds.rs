@@ -6,8 +6,8 @@ use kube::api::{DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
 use super::settings::ScaleVia;
-use crate::live::master::Phase;
 use crate::live::names::{is_ours, WORKER_TASK_ANNOTATION};
+use crate::master_protocol::Phase;
 
 /// Where a kind keeps the pod template of its workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

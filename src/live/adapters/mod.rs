@@ -30,9 +30,10 @@
 //!
 //! # What the adapter reports
 //!
-//! Each job is a reference master's ledger ([`MasterState`](super::master::MasterState):
-//! generation, idempotent command ids, bounds) over a [`WorkerBackend`](super::master::WorkerBackend)
-//! that reads and writes the object:
+//! Each job is the protocol's master-side ledger
+//! ([`MasterState`](crate::master_protocol::MasterState): generation, idempotent command ids,
+//! bounds) over a [`WorkerBackend`](crate::master_protocol::WorkerBackend) that reads and writes
+//! the object:
 //! - `workers.target` is the object's worker replicas (`/scale` `spec.replicas`, or the Volcano
 //!   task's `replicas`); a change made by someone else is followed with a new generation;
 //! - `workers.current` counts Ready pods labelled as the job's workers in the object's namespace,

@@ -6,8 +6,8 @@ use kube::{Api, Client};
 
 use super::kinds::display_name;
 use super::workers::WorkerPods;
-use crate::live::master::deployment::kube_failure;
-use crate::live::master::BackendError;
+use crate::live::kube_backend::kube_failure;
+use crate::master_protocol::BackendError;
 
 /// One adapted job's object (of any kind, read as a [`DynamicObject`]) and its workers.
 #[derive(Clone)]

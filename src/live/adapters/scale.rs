@@ -17,8 +17,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::object::AdaptedObject;
-use crate::live::master::deployment::mark_released;
-use crate::live::master::{BackendError, Observed, Phase, ScaleCommand, WorkerBackend};
+use crate::live::kube_backend::mark_released;
+use crate::master_protocol::{BackendError, Observed, Phase, ScaleCommand, WorkerBackend};
 
 /// The job's phase as the object's status reports it (`None`: derive it from the counts). A
 /// closure so that discovery can read it from its cache instead of another API call.

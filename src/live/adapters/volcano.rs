@@ -24,8 +24,8 @@ use serde_json::{json, Value};
 
 use super::kinds::{task_index, volcano_phase};
 use super::object::AdaptedObject;
-use crate::live::master::deployment::kube_failure;
-use crate::live::master::{BackendError, BackendErrorKind, Observed, ScaleCommand, WorkerBackend};
+use crate::live::kube_backend::kube_failure;
+use crate::master_protocol::{BackendError, BackendErrorKind, Observed, ScaleCommand, WorkerBackend};
 
 /// A JSON patch setting the worker task's replicas, and what it changes besides.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,10 +7,10 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use crate::core::Resources;
-use crate::live::master::deployment::kube_failure;
-use crate::live::master::{BackendError, Observed, Phase, Quantity, WorkerResources};
+use crate::live::kube_backend::kube_failure;
 use crate::live::names::{JOB_LABEL, ROLE_LABEL};
 use crate::live::translate::{pod_is_finished, pod_is_ready, pod_requests, TranslateError, GPU};
+use crate::master_protocol::{BackendError, Observed, Phase, Quantity, WorkerResources};
 
 /// The label selector of a job's workers, as the controller classifies pods.
 pub fn worker_selector(job: &str) -> String {

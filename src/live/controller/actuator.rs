@@ -29,9 +29,10 @@ use super::ledger::{bare, Actuation, Command, Ledger, Outcome};
 use super::poller::Poller;
 use super::record::{DecisionRecorder, Record};
 use crate::live::endpoint::JobObject;
-use crate::live::master::{MasterError, ScaleAccepted, ScaleCommand};
+use crate::live::master_client::MasterError;
 use crate::live::names::object_key;
 use crate::live::state::{lock, SharedState};
+use crate::master_protocol::{ScaleAccepted, ScaleCommand};
 use crate::telemetry::Metrics;
 
 #[derive(Clone, Copy, Debug)]
@@ -293,7 +294,7 @@ mod tests {
     use crate::live::controller::ledger::Bounded;
     use crate::live::endpoint::{DiscoveredJob, JobEndpoint};
     use crate::live::kinds::KindResources;
-    use crate::live::master::Status;
+    use crate::master_protocol::Status;
 
     const CONFIG: ActuatorConfig = ActuatorConfig {
         release_deadline: Duration::from_secs(30),

@@ -16,9 +16,10 @@ use super::*;
 use crate::core::{Config, Reason, ScaleIntent};
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::kinds::KindResources;
-use crate::live::master::{MasterError, ScaleAccepted, ScaleCommand, Status};
+use crate::live::master_client::MasterError;
 use crate::live::state::{lock, ClusterState};
 use crate::live::watch::WatchStats;
+use crate::master_protocol::{ScaleAccepted, ScaleCommand, Status};
 
 fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).expect("valid object")

@@ -229,7 +229,7 @@ mod tests {
     use super::*;
     use crate::core::Reason;
     use crate::live::endpoint::DiscoveredJob;
-    use crate::live::master::MasterClient;
+    use crate::live::master_client::MasterClient;
 
     const DEADLINE: Duration = Duration::from_secs(30);
     const BACKOFF: Duration = Duration::from_secs(8);

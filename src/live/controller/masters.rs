@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
-use crate::live::master::{MasterClient, RetryPolicy};
+use crate::live::master_client::{MasterClient, RetryPolicy};
 use crate::live::names::{JOB_LABEL, MASTER_URL_ANNOTATION};
 use crate::live::translate;
 

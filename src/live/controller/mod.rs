@@ -47,7 +47,7 @@ use crate::live::adapters::{AdapterError, AdapterJobs};
 use crate::live::config::RunConfig;
 use crate::live::kinds::KindResources;
 use crate::live::lease::{default_identity, LeaderElector, LeaseConfig, LeaseError};
-use crate::live::master::{ClientConfigError, RetryPolicy};
+use crate::live::master_client::{ClientConfigError, RetryPolicy};
 use crate::live::sampler::Sampler;
 use crate::live::watch::{Caches, WatchStats, WatchStopped, KINDS};
 use crate::telemetry::metrics::ADAPTER_JOBS_WATCH_KIND;
@@ -205,8 +205,9 @@ struct Secrets {
 
 impl Secrets {
     fn read(config: &RunConfig) -> Result<Secrets, StartError> {
-        let token =
-            |path: &Option<std::path::PathBuf>| path.as_deref().map(crate::live::master::read_token_file).transpose();
+        let token = |path: &Option<std::path::PathBuf>| {
+            path.as_deref().map(crate::live::master_client::read_token_file).transpose()
+        };
         Ok(Secrets {
             master_token: token(&config.master_token_file)?,
             master_tls: config.master_tls.load("run.master_tls")?,
@@ -316,7 +317,7 @@ fn job_directory(
     caches: &Caches,
     adapters: Option<AdapterJobs>,
 ) -> Result<JobDirectory, StartError> {
-    let http = crate::live::master::MasterClient::http_client(&secrets.master_tls)?;
+    let http = crate::live::master_client::MasterClient::http_client(&secrets.master_tls)?;
     let factory = MasterClients {
         http,
         token: secrets.master_token,

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 use super::jobs::JobDirectory;
 use crate::live::endpoint::DiscoveredJob;
-use crate::live::master::{Phase, ScaleAccepted, Status};
+use crate::master_protocol::{Phase, ScaleAccepted, Status};
 use crate::telemetry::Metrics;
 
 struct Entry {
@@ -269,7 +269,8 @@ mod tests {
 
     use super::*;
     use crate::live::endpoint::{JobEndpoint, JobObject};
-    use crate::live::master::{MasterError, ScaleCommand};
+    use crate::live::master_client::MasterError;
+    use crate::master_protocol::ScaleCommand;
 
     /// A master that answers with whatever status the test last set.
     struct Scripted(Mutex<Status>);

@@ -172,10 +172,10 @@ pub struct ScaleCommand {
 }
 
 impl ScaleCommand {
-    /// A command with a fresh id (see [`new_command_id`](super::retry::new_command_id)).
+    /// A command with a fresh id (see [`new_command_id`](super::command_id::new_command_id)).
     pub fn new(target: u32, reason: impl Into<String>, deadline_s: u64) -> ScaleCommand {
         ScaleCommand {
-            command_id: super::retry::new_command_id(),
+            command_id: super::command_id::new_command_id(),
             target,
             reason: reason.into(),
             deadline_s,

@@ -1,13 +1,10 @@
-//! Retry policy of the master client, and command ids.
+//! Retry policy of the master client.
 //!
 //! Randomness comes from std's `RandomState` (randomly keyed SipHash) so that no crate is added
-//! for it: jitter only has to keep many controllers' retries from lining up, and a command id
-//! only has to be unique, not secret.
+//! for it: jitter only has to keep many controllers' retries from lining up.
 
 use std::hash::{BuildHasher, RandomState};
-use std::process;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Bounded retries with jittered exponential backoff, for transport errors, timeouts and 5xx
 /// answers (never for 4xx: the same request would get the same answer).
@@ -53,17 +50,6 @@ impl RetryPolicy {
     }
 }
 
-/// A fresh command id: 32 hex digits from the wall clock (nanoseconds), a process-wide counter
-/// and a randomly keyed hash of both with the process id. The counter makes ids unique inside
-/// the process, the clock and the hash across restarts and controller replicas.
-pub fn new_command_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) as u64;
-    let mix = RandomState::new().hash_one((nanos, n, process::id()));
-    format!("{nanos:016x}{:04x}{:012x}", n & 0xffff, mix >> 16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,12 +68,5 @@ mod tests {
             assert!(draws.iter().all(|d| *d >= base / 2 && *d <= base), "attempt {attempt}: {draws:?}");
             assert!(draws.len() > 1, "attempt {attempt}: no jitter");
         }
-    }
-
-    #[test]
-    fn command_ids_are_unique_hex() {
-        let ids: HashSet<String> = (0..10_000).map(|_| new_command_id()).collect();
-        assert_eq!(ids.len(), 10_000);
-        assert!(ids.iter().all(|i| i.len() == 32 && i.chars().all(|c| c.is_ascii_hexdigit())));
     }
 }

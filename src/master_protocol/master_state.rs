@@ -1,37 +1,24 @@
-//! The reference master: master protocol v1 over a [`WorkerBackend`].
+//! The master side of master protocol v1 (`docs/master-protocol.md`), callable in process:
+//! what a master adds on top of a worker count (the generation, idempotent command ids, bounds,
+//! the phase) over a [`WorkerBackend`].
 //!
-//! Jobs whose framework has no scaling API can run this next to their workers
-//! (`colocate example-master`, over a worker Deployment), and integrators can copy it. It owns what the protocol
-//! adds on top of a worker count: the generation, idempotent command ids, bounds, the bearer
-//! token and the phase.
-//!
-//! The protocol logic is [`MasterState::status`] and [`MasterState::scale`], callable in process:
-//! the HTTP handlers only add the token check, body parsing and status codes, and the Kubernetes
-//! adapters (`live::adapters`) run the same ledger for jobs that have no master of their own.
+//! [`MasterState::status`] and [`MasterState::scale`] are the protocol's two calls without
+//! HTTP: the reference master's handlers add the token check, body parsing and status codes,
+//! and the controller's Kubernetes adapters run the same ledger for jobs that have no master of
+//! their own.
 
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
-use std::io;
 use std::sync::{Arc, RwLock};
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::serve::Listener;
-use axum::{Json, Router};
-use std::net::SocketAddr;
 use tokio::sync::Mutex;
 
-use super::backend::{BackendError, Observed, WorkerBackend};
-use super::types::{ErrorBody, OutOfBoundsBody, Phase, ScaleAccepted, ScaleCommand, Status, WorkerResources, Workers};
+use super::wire::{Phase, ScaleAccepted, ScaleCommand, Status, WorkerResources, Workers};
+use super::worker_backend::{BackendError, Observed, WorkerBackend};
 
 /// Longest accepted `command_id`: the master remembers ids, so their size is bounded too.
 pub const MAX_COMMAND_ID: usize = 256;
 
-/// What a reference master serves besides the worker count.
+/// What a master serves besides the worker count.
 #[derive(Clone, Debug)]
 pub struct MasterConfig {
     pub job: String,
@@ -239,49 +226,6 @@ impl<B: WorkerBackend> MasterState<B> {
     }
 }
 
-/// The protocol's routes over `state`.
-pub fn router<B: WorkerBackend>(state: MasterState<B>) -> Router {
-    Router::new()
-        .route("/v1/status", get(status::<B>))
-        .route("/v1/scale", post(scale::<B>))
-        .fallback(|| async {
-            error(StatusCode::NOT_FOUND, "not found: master protocol v1 serves GET /v1/status and POST /v1/scale", None)
-        })
-        .with_state(state)
-}
-
-/// Serves the protocol on `listener` (a `TcpListener`, or a [`TlsListener`] for https) until
-/// the process ends.
-///
-/// [`TlsListener`]: super::tls_listener::TlsListener
-pub async fn serve<B, L>(listener: L, state: MasterState<B>) -> io::Result<()>
-where
-    B: WorkerBackend,
-    L: Listener<Addr = SocketAddr>,
-{
-    axum::serve(listener, router(state)).await
-}
-
-/// Serves until `shutdown` completes, then finishes the requests in flight.
-pub async fn serve_with_shutdown<B, L, F>(listener: L, state: MasterState<B>, shutdown: F) -> io::Result<()>
-where
-    B: WorkerBackend,
-    L: Listener<Addr = SocketAddr>,
-    F: Future<Output = ()> + Send + 'static,
-{
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
-}
-
-async fn status<B: WorkerBackend>(State(state): State<MasterState<B>>, headers: HeaderMap) -> Response {
-    if let Some(refused) = refusal(&state.config(), &headers) {
-        return refused;
-    }
-    match state.status().await {
-        Ok(status) => Json(status).into_response(),
-        Err(e) => unavailable(&e),
-    }
-}
-
 fn status_of(config: &MasterConfig, generation: u64, observed: &Observed) -> Status {
     let phase = match observed.phase {
         Some(p @ (Phase::Completed | Phase::Failed)) => p,
@@ -305,128 +249,5 @@ fn status_of(config: &MasterConfig, generation: u64, observed: &Observed) -> Sta
         worker_release_s: config.worker_release_s,
         throughput: observed.throughput,
         progress: observed.progress,
-    }
-}
-
-async fn scale<B: WorkerBackend>(State(state): State<MasterState<B>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(refused) = refusal(&state.config(), &headers) {
-        return refused;
-    }
-    let command = match parse_command(&body) {
-        Ok(c) => c,
-        Err((field, message)) => return error(StatusCode::BAD_REQUEST, &message, field),
-    };
-    match state.scale(&command).await {
-        Ok(answer) => (StatusCode::ACCEPTED, Json(answer)).into_response(),
-        Err(e @ ScaleError::OutOfBounds { min, max, .. }) => {
-            (StatusCode::CONFLICT, Json(OutOfBoundsBody { error: e.to_string(), min, max })).into_response()
-        }
-        Err(e @ ScaleError::BadCommandId(_)) => {
-            error(StatusCode::BAD_REQUEST, &e.to_string(), Some("command_id".into()))
-        }
-        Err(ScaleError::Backend(e)) => unavailable(&e),
-    }
-}
-
-/// Parses a scale request; on failure, the field to blame (when there is one) and a message
-/// that names it. Unknown fields are ignored (the contract lets fields be added).
-fn parse_command(body: &[u8]) -> Result<ScaleCommand, (Option<String>, String)> {
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    let command: ScaleCommand = match serde_path_to_error::deserialize(&mut *de) {
-        Ok(c) => c,
-        Err(e) => {
-            let path = e.path().to_string();
-            let inner = e.into_inner().to_string();
-            return Err(if path == "." {
-                // A missing field is reported at the enclosing object; its name is in the text.
-                let missing = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()).map(String::from);
-                let message = if missing.is_some() { inner } else { format!("body: {inner}") };
-                (missing, message)
-            } else {
-                let message = format!("{path}: {inner}");
-                (Some(path), message)
-            });
-        }
-    };
-    de.end().map_err(|e| (None, format!("body: {e}")))?;
-    if command.command_id.is_empty() || command.command_id.len() > MAX_COMMAND_ID {
-        let message = format!("command_id: must be 1 to {MAX_COMMAND_ID} bytes, got {}", command.command_id.len());
-        return Err((Some("command_id".to_string()), message));
-    }
-    Ok(command)
-}
-
-/// The 401 answer when a token is configured and the request lacks it. The comparison takes the
-/// same time wherever the first difference is, so the token cannot be guessed byte by byte from
-/// response times.
-fn refusal(config: &MasterConfig, headers: &HeaderMap) -> Option<Response> {
-    let expected = config.token.as_ref()?;
-    let presented = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
-        let (scheme, token) = v.trim().split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-    });
-    let message = match presented {
-        Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => return None,
-        Some(_) => "wrong bearer token",
-        None => "missing bearer token (Authorization: Bearer <token>)",
-    };
-    let mut response = error(StatusCode::UNAUTHORIZED, message, None);
-    response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    Some(response)
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    std::hint::black_box(diff) == 0
-}
-
-fn unavailable(e: &BackendError) -> Response {
-    tracing::warn!(error = %e, "worker backend failed");
-    error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string(), None)
-}
-
-fn error(status: StatusCode, message: &str, field: Option<String>) -> Response {
-    (status, Json(ErrorBody { error: message.to_string(), field })).into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn constant_time_eq_compares_whole_strings() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-        assert!(!constant_time_eq(b"", b"x"));
-        assert!(constant_time_eq(b"", b""));
-    }
-
-    #[test]
-    fn parse_errors_name_the_field() {
-        let field = |body: &str| parse_command(body.as_bytes()).unwrap_err().0;
-        assert_eq!(
-            field(r#"{"command_id": "a", "target": "4", "reason": "r", "deadline_s": 1}"#).as_deref(),
-            Some("target")
-        );
-        assert_eq!(field(r#"{"target": 4, "reason": "r", "deadline_s": 1}"#).as_deref(), Some("command_id"));
-        assert_eq!(
-            field(r#"{"command_id": "a", "target": 4, "reason": "r", "deadline_s": 1, "release_pods": ["a", 3]}"#)
-                .as_deref(),
-            Some("release_pods[1]")
-        );
-        assert_eq!(
-            field(r#"{"command_id": "", "target": 4, "reason": "r", "deadline_s": 1}"#).as_deref(),
-            Some("command_id")
-        );
-        assert_eq!(field("not json"), None);
-        assert_eq!(field(r#"{"command_id": "a", "target": 4, "reason": "r", "deadline_s": 1} x"#), None);
-        let ok = parse_command(br#"{"command_id": "a", "target": 4, "reason": "r", "deadline_s": 1, "extra": true}"#);
-        assert_eq!(ok.unwrap().target, 4);
     }
 }

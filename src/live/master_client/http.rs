@@ -15,8 +15,8 @@ use reqwest::{RequestBuilder, StatusCode, Url};
 use serde::de::DeserializeOwned;
 
 use super::retry::RetryPolicy;
-use super::types::{ErrorBody, OutOfBoundsBody, ScaleAccepted, ScaleCommand, Status};
 use crate::live::tls::LoadedTls;
+use crate::master_protocol::{ErrorBody, OutOfBoundsBody, ScaleAccepted, ScaleCommand, Status};
 
 /// How long one attempt may take by default (connect, request and the whole answer).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -335,7 +335,7 @@ fn error_message(body: &[u8]) -> String {
 
 /// An error with its causes (reqwest's own message only says which URL failed).
 fn chain(e: &reqwest::Error) -> String {
-    super::error_chain(e)
+    crate::live::error_chain(e)
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
-//! What the reference master drives: something that holds a worker count. In a cluster that is
-//! a Deployment's (or StatefulSet's) `/scale` subresource; in tests and examples it is
-//! [`MemoryBackend`].
+//! What a master's ledger ([`MasterState`](super::MasterState)) drives: something that holds a
+//! worker count. In a cluster that is a Deployment's (or StatefulSet's) `/scale` subresource or
+//! another object's worker replicas; in tests and examples it is [`MemoryBackend`].
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 
-use super::types::{Phase, Progress, ScaleCommand, Throughput};
+use super::wire::{Phase, Progress, ScaleCommand, Throughput};
 
 /// The workers as the backend sees them.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -63,7 +63,7 @@ impl BackendError {
     }
 }
 
-/// The worker count behind a reference master.
+/// The worker count behind a master's ledger.
 ///
 /// Generic rather than boxed: `impl Future` in a trait keeps implementations plain
 /// `async fn`s without an extra crate. The master serializes calls (one at a time), so an

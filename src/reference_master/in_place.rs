@@ -110,7 +110,7 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod], deadline: t
         match pods.patch_subresource("resize", &name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
             Ok(_) => waiting.push(name),
             Err(kube::Error::Api(s)) if s.is_not_found() => {}
-            Err(e) => tracing::warn!(pod = %name, %owner, error = %super::error_chain(&e),
+            Err(e) => tracing::warn!(pod = %name, %owner, error = %crate::live::error_chain(&e),
                 "could not resize a released worker in place; it keeps its room until it exits"),
         }
     }
@@ -125,7 +125,7 @@ pub async fn release(pods: &Api<Pod>, owner: &str, workers: &[&Pod], deadline: t
                 Ok(Some(p)) if actuated(&p) => reported.push(name),
                 Ok(Some(_)) => still.push(name),
                 Err(e) => {
-                    tracing::warn!(pod = %name, %owner, error = %super::error_chain(&e), "reading a resized worker");
+                    tracing::warn!(pod = %name, %owner, error = %crate::live::error_chain(&e), "reading a resized worker");
                     still.push(name);
                 }
             }

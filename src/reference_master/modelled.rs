@@ -8,8 +8,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::backend::{BackendError, Observed, WorkerBackend};
-use super::types::{Phase, Progress, ScaleCommand, Throughput};
+use crate::master_protocol::{BackendError, Observed, Phase, Progress, ScaleCommand, Throughput, WorkerBackend};
 
 /// The job's size and how it scales.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,7 +80,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::live::master::MemoryBackend;
+    use crate::master_protocol::MemoryBackend;
 
     #[test]
     fn progress_follows_the_workers_that_trained_and_completes() {

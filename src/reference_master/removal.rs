@@ -37,7 +37,7 @@ pub fn removal_order<'a>(pods: &'a [Pod], named: &BTreeSet<&str>) -> Vec<&'a Pod
 
 /// The workers a shrink by `excess` removes when the master honours the names: the named ones
 /// holding a node first (at most `excess`), then the ReplicaSet's own order. The master deletes
-/// them itself once the count is down ([`super::deployment`]).
+/// them itself once the count is down ([`super::deployment_backend`]).
 pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Vec<&'a Pod> {
     let order = removal_order(pods, named);
     let mut leaving: Vec<&Pod> =
@@ -57,7 +57,7 @@ pub fn plan<'a>(pods: &'a [Pod], named: &BTreeSet<&str>, excess: usize) -> Vec<&
 /// with them marked ([`removal_order`]): every other worker it counts ranks after them (none is
 /// waiting for a node or not ready while a leaving one is ready), and `leaving` is the whole
 /// `excess`. Then the master can wait for the count to go down before it deletes them and no
-/// replacement comes of its deletes ([`super::deployment`]). Otherwise the ReplicaSet would
+/// replacement comes of its deletes ([`super::deployment_backend`]). Otherwise the ReplicaSet would
 /// remove others first (a preempted worker's replacement, say), and the master deletes at once.
 pub fn replica_set_agrees(pods: &[Pod], leaving: &BTreeSet<&str>, excess: usize) -> bool {
     leaving.len() == excess && removal_order(pods, leaving).iter().take(excess).all(|p| is_named(p, leaving))
