@@ -86,6 +86,11 @@ pub fn refusals() -> Vec<Refusal> {
     }
     cases.extend([
         setting("controller.latency_slack_shrink", "0.5", "0.5 is above latency_slack_hold (0.1)"),
+        refusal(
+            "controller:\n  latency_slack_hold: 0\n  latency_slack_shrink: 0.05\n",
+            "controller.latency_slack_shrink",
+            "0.05 is above latency_slack_hold (0)",
+        ),
         setting("controller.grow_max_step", "0", "must be at least 1"),
         setting("controller.trend_window", "0s", "must be longer than 0s"),
         setting("controller.trend_window", "0h 0ms", "must be longer than 0s"),
