@@ -1,6 +1,6 @@
 {{/*
 The controller's configuration file and the checks of `colocate check-config` that
-values.schema.json cannot express (src/live/config.rs RunConfig::resolve, src/core/config.rs
+values.schema.json cannot express (src/live/config/mod.rs RunConfig::resolve, src/core/config.rs
 Config::validate), worded as check-config words them, so that a bad value fails at install
 rather than in a crash loop. tests/chart.rs runs every refusal through both and keeps them in
 step. The schema checks types, ranges of numbers, unknown keys, duration syntax and metric
@@ -27,10 +27,10 @@ latency_guard_max_steps: [0, 4294967295]
 {{- end }}
 
 {{/*
-The controller's own defaults (src/core/config.rs, src/live/config) of the settings the checks
-below compare, for a key the values leave out or set to null: the rendered file leaves it out
-too, and the controller applies the same default. tests/chart.rs keeps them equal to what
-`colocate check-config` prints for an empty file.
+The controller's own defaults (src/core/config.rs, src/live/config/mod.rs) of the settings
+the checks below compare, for a key the values leave out or set to null: the rendered file
+leaves it out too, and the controller applies the same default. tests/chart.rs keeps them equal
+to what `colocate check-config` prints for an empty file.
 */}}
 {{- define "colocate.controllerDefaults" -}}
 controller:
@@ -241,7 +241,7 @@ Arguments: (list KEY VALUE DEFAULT); DEFAULT is used when VALUE is null or left 
 {{- end }}
 
 {{/*
-Fails unless URL is what src/live/config.rs `http_url` accepts (the `url` crate's parser, then
+Fails unless URL is what src/live/config/services.rs `http_url` accepts (the `url` crate's parser, then
 scheme http or https and a host), worded as check-config words it. The host is a DNS name, a dotted IPv4
 address or a bracketed IPv6 address; the parser takes some odder forms (IPv4 written as one
 number or in octal, IDNA `xn--` labels, `http:host`), which are refused here rather than

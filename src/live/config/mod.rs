@@ -200,9 +200,9 @@ impl Default for RunSettings {
     }
 }
 
-/// `deserialize_with` for the keys whose null means unset, as a key left out does: each reads
-/// null as the key's value in `RunSettings::default()`. (A duration's null is refused, as is a
-/// bare number: it may be a slip for a value.)
+/// `deserialize_with` for the keys whose null (`key:` with no value) means unset, as a key left
+/// out does: each reads null as the key's value in `RunSettings::default()`. Durations are not
+/// among them: their reader takes only a duration with its unit.
 macro_rules! null_as_default {
     ($($key:ident: $type:ty),* $(,)?) => {
         mod null_as_default {
