@@ -231,11 +231,6 @@ fn rendered_configuration_is_accepted_by_check_config() {
             );
         }
     }
-    // The chart's defaults are the controller's: the same effective decision settings as an
-    // empty file (values.yaml repeats them so that they are documented where they are set).
-    let section = |out: &str| out.split("run:").next().unwrap().to_string();
-    let chart_defaults = check_config(&rendered_config(&template(&[])));
-    assert_eq!(section(&chart_defaults), section(&check_config("{}\n")), "values.yaml drifted from src/core/config.rs");
     // The full case reaches the file as written.
     let full_values = chart_support::chart_dir().join("ci/full-values.yaml").display().to_string();
     let full = check_config(&rendered_config(&template(&["-f", &full_values])));
@@ -249,6 +244,73 @@ fn rendered_configuration_is_accepted_by_check_config() {
     ] {
         assert!(full.contains(expected), "no `{expected}` in:\n{full}");
     }
+}
+
+/// `block.key` -> value of each setting `colocate check-config` printed.
+fn printed_settings(printed: &str) -> BTreeMap<String, String> {
+    let mut block = "";
+    let mut out = BTreeMap::new();
+    for line in printed.lines() {
+        if let Some((key, value)) = line.strip_prefix("  ").and_then(|l| l.split_once(": ")) {
+            if !key.starts_with('-') {
+                out.insert(format!("{block}.{key}"), value.to_string());
+            }
+        } else {
+            block = line.split(':').next().unwrap_or("");
+        }
+    }
+    out
+}
+
+/// Whether two written values are the same: as durations, as numbers, or as text.
+fn same_value(a: &str, b: &str) -> bool {
+    if let (Ok(x), Ok(y)) = (humantime::parse_duration(a), humantime::parse_duration(b)) {
+        return x == y;
+    }
+    if let (Ok(x), Ok(y)) = (a.parse::<f64>(), b.parse::<f64>()) {
+        return x == y;
+    }
+    a == b
+}
+
+/// The chart's defaults are the controller's, so that there is one default per setting:
+/// values.yaml (which repeats them, to document them where they are set) renders a file with
+/// the effective settings of an empty one but for what the chart decides itself; and the
+/// defaults the chart's checks assume for a key left out (`colocate.controllerDefaults` in
+/// templates/_config.tpl) are the ones check-config prints.
+#[test]
+fn the_charts_defaults_are_the_controllers() {
+    let own = printed_settings(&check_config("{}\n"));
+    assert!(own.len() > 30, "read only {} settings from check-config: {own:?}", own.len());
+    let chart = printed_settings(&check_config(&rendered_config(&template(&[]))));
+    let chart_decides = BTreeMap::from([("run.metrics_addr", "0.0.0.0:8080"), ("run.log_format", "json")]);
+    let mut drifted = Vec::new();
+    for (key, default) in &own {
+        let expected = chart_decides.get(key.as_str()).map_or(default.as_str(), |v| v);
+        match chart.get(key) {
+            Some(value) if value == expected => {}
+            value => drifted.push(format!("{key}: the chart renders {value:?}, expected {expected}")),
+        }
+    }
+    assert!(drifted.is_empty(), "values.yaml drifted from the controller's defaults:\n{}", drifted.join("\n"));
+
+    let template = std::fs::read_to_string(chart_support::chart_dir().join("templates/_config.tpl")).unwrap();
+    let start = r#"{{- define "colocate.controllerDefaults" -}}"#;
+    let block = template.split_once(start).and_then(|(_, rest)| rest.split_once("{{- end }}")).map(|(b, _)| b);
+    let block = block.unwrap_or_else(|| panic!("no `{start}` ... `{{{{- end }}}}` in _config.tpl"));
+    let assumed = documents(block).remove(0);
+    let mut checked = 0;
+    for (section, settings) in assumed.as_object().expect("blocks of settings") {
+        for (key, value) in settings.as_object().expect("settings") {
+            let key = format!("{section}.{key}");
+            let value = value.as_str().map_or_else(|| value.to_string(), str::to_string);
+            let printed =
+                own.get(&key).unwrap_or_else(|| panic!("_config.tpl assumes a default for {key}, no setting"));
+            assert!(same_value(&value, printed), "_config.tpl assumes {key} defaults to {value}; it is {printed}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "read only {checked} defaults from _config.tpl");
 }
 
 /// Every setting `colocate check-config` prints (the controller's own list) has a value in

@@ -390,8 +390,9 @@ fn telemetry_does_not_import_the_live_controller() {
 #[test]
 fn the_master_protocol_imports_nothing_but_itself_and_no_transport() {
     let mods = modules();
+    let deps = dependencies(&COLOCATE);
     for (module, text) in mods.iter().filter(|(m, _)| m.starts_with("master_protocol")) {
-        let (paths, external) = uses(module, text, &mods);
+        let (paths, external) = uses(module, text, &mods, &deps);
         for p in paths {
             assert_eq!(p.first().map(String::as_str), Some("master_protocol"), "{module} imports {}", p.join("::"));
         }
@@ -409,8 +410,9 @@ fn the_reference_master_and_the_controller_are_apart() {
     let mods = modules();
     let allowed: [&[&str]; 5] =
         [&["reference_master"], &["master_protocol"], &["core"], &["live", "kube_backend"], &["live", "error_chain"]];
+    let deps = dependencies(&COLOCATE);
     for (module, text) in &mods {
-        for p in uses(module, text, &mods).0 {
+        for p in uses(module, text, &mods, &deps).0 {
             let imports = |prefix: &[&str]| p.len() >= prefix.len() && prefix.iter().zip(&p).all(|(a, b)| a == b);
             if module.starts_with("reference_master") {
                 assert!(allowed.iter().any(|a| imports(a)), "{module} imports {}", p.join("::"));

@@ -20,7 +20,7 @@ pub enum RunError {
 
 pub fn run(flags: &RunFlags) -> Result<(), RunError> {
     let config = RunConfig::resolve(flags, std::env::var("POD_NAMESPACE").ok())?;
-    logging::init(config.log_format);
+    logging::init(config.run.log_format);
     tracing::info!(settings = %config.describe(), "starting");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

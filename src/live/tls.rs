@@ -6,14 +6,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::live::error_chain as chain;
 
 /// How to speak TLS to one kind of peer. Without a CA bundle the system's roots are trusted
 /// (the platform verifier); with one, only the bundle (as `curl --cacert`), which is what a
 /// cluster-internal CA needs. A client certificate is for peers that ask for one (mTLS).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TlsFiles {
     /// PEM bundle of the CA certificates to trust instead of the system roots.

@@ -86,6 +86,11 @@ pub fn refusals() -> Vec<Refusal> {
     }
     cases.extend([
         setting("controller.latency_slack_shrink", "0.5", "0.5 is above latency_slack_hold (0.1)"),
+        refusal(
+            "controller:\n  latency_slack_hold: 0\n  latency_slack_shrink: 0.05\n",
+            "controller.latency_slack_shrink",
+            "0.05 is above latency_slack_hold (0)",
+        ),
         setting("controller.grow_max_step", "0", "must be at least 1"),
         setting("controller.trend_window", "0s", "must be longer than 0s"),
         setting("controller.trend_window", "0h 0ms", "must be longer than 0s"),
@@ -369,7 +374,7 @@ fn the_chart_refuses_whatever_check_config_refuses() {
     assert!(failures.is_empty(), "{} of {} cases out of step:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }
 
-/// Every duration key is in the table: a new one in src/core/config.rs or src/live/config.rs
+/// Every duration key is in the table: a new one in src/core/config.rs or src/live/config/
 /// must be added to DURATIONS (and so to the chart's checks).
 #[test]
 fn every_duration_setting_is_covered() {

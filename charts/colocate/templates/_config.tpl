@@ -1,6 +1,6 @@
 {{/*
 The controller's configuration file and the checks of `colocate check-config` that
-values.schema.json cannot express (src/live/config.rs RunConfig::resolve, src/core/config.rs
+values.schema.json cannot express (src/live/config/mod.rs RunConfig::resolve, src/core/config.rs
 Config::validate), worded as check-config words them, so that a bad value fails at install
 rather than in a crash loop. tests/chart.rs runs every refusal through both and keeps them in
 step. The schema checks types, ranges of numbers, unknown keys, duration syntax and metric
@@ -27,10 +27,33 @@ latency_guard_max_steps: [0, 4294967295]
 {{- end }}
 
 {{/*
+The controller's own defaults (src/core/config.rs, src/live/config/mod.rs) of the settings
+the checks below compare, for a key the values leave out or set to null: the rendered file
+leaves it out too, and the controller applies the same default. tests/chart.rs keeps them equal
+to what `colocate check-config` prints for an empty file.
+*/}}
+{{- define "colocate.controllerDefaults" -}}
+controller:
+  trend_window: 30s
+  hpa_sync_period: 15s
+  latency_slack_hold: 0.1
+  latency_slack_shrink: 0
+run:
+  tick: 10s
+  debounce: 50ms
+  sample_stale_after: 60s
+  sample_interval: 1s
+  lease_duration: 15s
+  status_interval: 5s
+  master_timeout: 5s
+{{- end }}
+
+{{/*
 The controller: block of the config file: numbers given as strings (by --set) become numbers,
 durations are parsed, and the range and consistency checks of Config::validate are repeated.
 */}}
 {{- define "colocate.controllerConfig" -}}
+{{- $defaults := (include "colocate.controllerDefaults" . | fromYaml).controller }}
 {{- $out := dict }}
 {{- $ranges := include "colocate.numericSettings" . | fromYaml }}
 {{- range $key, $v := .Values.config.controller }}
@@ -55,14 +78,19 @@ durations are parsed, and the range and consistency checks of Config::validate a
 {{- $_ := set $out $key $v }}
 {{- end }}
 {{- end }}
-{{- if eq (include "colocate.durationNs" (list "config.controller.trend_window" $out.trend_window "30s")) "0" }}
+{{- /* Not `merge`: it takes a given 0 for missing. */}}
+{{- $given := deepCopy $out }}
+{{- range $key, $default := $defaults }}
+{{- if not (hasKey $given $key) }}{{ $_ := set $given $key $default }}{{ end }}
+{{- end }}
+{{- if eq (include "colocate.durationNs" (list "config.controller.trend_window" $given.trend_window "")) "0" }}
 {{- fail "config.controller.trend_window: must be longer than 0s" }}
 {{- end }}
-{{- if eq (include "colocate.durationNs" (list "config.controller.hpa_sync_period" $out.hpa_sync_period "15s")) "0" }}
+{{- if eq (include "colocate.durationNs" (list "config.controller.hpa_sync_period" $given.hpa_sync_period "")) "0" }}
 {{- fail "config.controller.hpa_sync_period: must be longer than 0s" }}
 {{- end }}
-{{- if gt (float64 (default 0.0 $out.latency_slack_shrink)) (float64 (default 0.1 $out.latency_slack_hold)) }}
-{{- fail (printf "config.controller.latency_slack_shrink: %v is above latency_slack_hold (%v); training would shrink before it stops growing" $out.latency_slack_shrink $out.latency_slack_hold) }}
+{{- if gt (float64 $given.latency_slack_shrink) (float64 $given.latency_slack_hold) }}
+{{- fail (printf "config.controller.latency_slack_shrink: %v is above latency_slack_hold (%v); training would shrink before it stops growing" $given.latency_slack_shrink $given.latency_slack_hold) }}
 {{- end }}
 {{- toYaml $out }}
 {{- end }}
@@ -89,7 +117,7 @@ duration left out (or set to null) is the controller's default, as in the file.
 {{- fail (printf "%s.certKey: the client key (keyKey %s) needs its certificate" $at $t.keyKey) }}
 {{- end }}
 {{- end }}
-{{- $defaults := dict "tick" "10s" "debounce" "50ms" "sample_stale_after" "60s" "sample_interval" "1s" "lease_duration" "15s" "status_interval" "5s" "master_timeout" "5s" }}
+{{- $defaults := (include "colocate.controllerDefaults" . | fromYaml).run }}
 {{- $given := dict }}
 {{- $ns := dict }}
 {{- range $key, $default := $defaults }}
@@ -213,7 +241,7 @@ Arguments: (list KEY VALUE DEFAULT); DEFAULT is used when VALUE is null or left 
 {{- end }}
 
 {{/*
-Fails unless URL is what src/live/config.rs `http_url` accepts (the `url` crate's parser, then
+Fails unless URL is what src/live/config/services.rs `http_url` accepts (the `url` crate's parser, then
 scheme http or https and a host), worded as check-config words it. The host is a DNS name, a dotted IPv4
 address or a bracketed IPv6 address; the parser takes some odder forms (IPv4 written as one
 number or in octal, IDNA `xn--` labels, `http:host`), which are refused here rather than

@@ -2,33 +2,37 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Every field has a default; a config file or scenario overrides only what it names.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+/// Every field has a default; a config file or scenario overrides only what it names. Written
+/// back (`Serialize`) in the file's own form, which is how `check-config` prints it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Cluster CPU allocation (system + online + training requests / allocatable) to aim for.
+    /// Cluster CPU allocation (system + online + training requests / allocatable) that counts
+    /// as well used: replay reports the time spent at or above it, and the live controller
+    /// exports it for dashboards and alerts to draw. No decision reads it: training fills the
+    /// room the reservations, the margin and the latency guard leave.
     pub target_utilization: f64,
     /// Fraction of every node's allocatable kept free of training, on top of all reservations.
     pub safety_margin: f64,
     /// How far ahead online growth is reserved for, at least: the load trend is extrapolated
     /// this far (or over the longest release latency of the jobs, when that is longer), and the
     /// HPA may take a scale-up step at each of its syncs in that time.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub forecast_horizon: Duration,
     /// The HPA controller's sync period (`--horizontal-pod-autoscaler-sync-period`): how often
     /// it can take a scale-up step.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub hpa_sync_period: Duration,
     /// Window of load samples used for the trend.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub trend_window: Duration,
     /// Reserve for HPA growth once the (forecast) metric exceeds its target by this fraction.
     /// Lower than the HPA's own tolerance (0.1) so room is made before the HPA acts.
     pub reserve_tolerance: f64,
     /// A grow is applied only if the capacity for it has been there this long.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub grow_stabilization: Duration,
     /// Most workers a job gains in one decision.
     pub grow_max_step: u32,
@@ -39,7 +43,7 @@ pub struct Config {
     /// a pod at a time (each step pauses the jobs it touches).
     pub reserve_quantum: f64,
     /// A grow must pay back the job's `rescale_cost` within this time (minimum gain).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub grow_payback: Duration,
     /// Latency slack (1 - p99/SLO) under which training stops growing on a service's nodes.
     pub latency_slack_hold: f64,
@@ -52,23 +56,23 @@ pub struct Config {
     /// then, training is not what hurts it and the guard only holds growth.
     pub latency_guard_max_steps: u32,
     /// Minimum time between two latency-guard shrinks (let the last one take effect).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub latency_guard_interval: Duration,
     /// The window of the services' latency queries (`rate(..._bucket[15s])` in a
     /// `histogram_quantile`): a p99 over a window keeps an excursion in view that long after
     /// it ended, so for this long after a service last scaled up the guard takes low slack as
     /// the scale-up's and only holds growth. Replay samples its p99 over this window.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub latency_window: Duration,
     /// Deadline given to masters for releasing workers. The protocol carries it in whole
     /// seconds (`deadline_s`), so it is at least a second, and a fraction is dropped from what
     /// the master is told (the master is told less than it has, never more).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub release_deadline: Duration,
     /// A job that has waited this long for a floor that does not fit gets a reservation: the
     /// room it needs is drained (no extras, no later job starts in it) until its floor fits, so
     /// a big job is not starved by small ones that keep fitting first.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "serialize_duration")]
     pub waiting_reservation_after: Duration,
     /// Among jobs of one priority whose masters report progress and throughput, split extra
     /// workers to cut the mean job completion time (heSRPT: every job progresses, the shortest
@@ -164,6 +168,11 @@ impl Config {
 /// with a hint, since `15` could mean seconds or milliseconds.
 pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     d.deserialize_any(DurationVisitor)
+}
+
+/// Writes a duration as [`duration`] reads it (humantime: `1m 30s`).
+pub fn serialize_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_duration(*d))
 }
 
 struct DurationVisitor;

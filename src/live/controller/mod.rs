@@ -112,11 +112,12 @@ pub async fn run(
     let (caches, adapters) = start_reflectors(&config, &client, &changed, &stats, &mut tasks).await?;
     let identity = default_identity();
     let (elector, margin) = start_election(&config, &client, &identity, &metrics, &mut tasks)?;
-    let status_timeout = config.status_interval.min(config.master_timeout);
-    let poller = Arc::new(Poller::new(status_timeout, config.status_interval * 3, metrics.clone(), changed.clone()));
+    let status_timeout = config.run.status_interval.min(config.run.master_timeout);
+    let poller =
+        Arc::new(Poller::new(status_timeout, config.run.status_interval * 3, metrics.clone(), changed.clone()));
     let directory = Arc::new(job_directory(&config, secrets, &caches, adapters.clone())?);
 
-    tracing::info!(identity = %identity, dry_run = config.dry_run, "waiting for the reflectors to list the cluster");
+    tracing::info!(identity = %identity, dry_run = config.run.dry_run, "waiting for the reflectors to list the cluster");
     match tasks.until(listed(&caches, adapters.as_ref())).await {
         Some(Ok(())) => {}
         Some(Err(_)) => return Err(StartError::ReflectorsStopped.into()),
@@ -131,9 +132,9 @@ pub async fn run(
     };
     tracing::info!(nodes, pods, hpas = caches.hpas.state().len(), "reflectors synced");
 
-    spawn_polling(&mut tasks, &poller, &directory, config.status_interval);
+    spawn_polling(&mut tasks, &poller, &directory, config.run.status_interval);
     if let Some(sampler) = &sampler {
-        let (sampler, interval, stopped) = (sampler.clone(), config.sample_interval, tasks.stopped());
+        let (sampler, interval, stopped) = (sampler.clone(), config.run.sample_interval, tasks.stopped());
         tasks.spawn_infallible("sampler", Until::Stop, async move { sampler.run(interval, stopped).await });
     }
     export_watch_restarts(&metrics, &stats, adapters);
@@ -144,7 +145,7 @@ pub async fn run(
     let actuator_config = ActuatorConfig {
         release_deadline: config.controller.release_deadline,
         // Three attempts and the jittered waits between them.
-        command_timeout: config.master_timeout * 3 + Duration::from_secs(5),
+        command_timeout: config.run.master_timeout * 3 + Duration::from_secs(5),
         max_backoff: Duration::from_secs(30),
     };
     // Which API resource serves a kind, found once for the recorder and the services alike.
@@ -166,8 +167,8 @@ pub async fn run(
         },
     };
     let core = Core::new(config.controller.clone());
-    let decider = Decider::new(core, sources, metrics.clone(), elector.subscribe(), config.dry_run, actuation_tx);
-    let (tick, debounce, stopped) = (config.tick, config.debounce, tasks.stopped());
+    let decider = Decider::new(core, sources, metrics.clone(), elector.subscribe(), config.run.dry_run, actuation_tx);
+    let (tick, debounce, stopped) = (config.run.tick, config.run.debounce, tasks.stopped());
     tasks.spawn_infallible("decider", Until::Stop, async move {
         // The first status poll before the first decision, so that jobs are known from the start.
         poller.discover_and_poll(&directory).await;
@@ -185,10 +186,10 @@ async fn serve_metrics(
     health: &Health,
     tasks: &mut Supervisor,
 ) -> Result<(), StartError> {
-    let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+    let listener = tokio::net::TcpListener::bind(config.run.metrics_addr)
         .await
-        .map_err(|source| StartError::Listen { addr: config.metrics_addr, source })?;
-    tracing::info!(addr = %listener.local_addr().map_or(config.metrics_addr, |a| a), "serving /metrics, /healthz, /readyz");
+        .map_err(|source| StartError::Listen { addr: config.run.metrics_addr, source })?;
+    tracing::info!(addr = %listener.local_addr().map_or(config.run.metrics_addr, |a| a), "serving /metrics, /healthz, /readyz");
     let server = telemetry::server::serve(listener, metrics.clone(), health.clone(), tasks.stopped());
     tasks.spawn("metrics server", Until::Stop, server);
     Ok(())
@@ -209,10 +210,10 @@ impl Secrets {
             path.as_deref().map(crate::live::master_client::read_token_file).transpose()
         };
         Ok(Secrets {
-            master_token: token(&config.master_token_file)?,
-            master_tls: config.master_tls.load("run.master_tls")?,
-            prometheus_token: token(&config.prometheus_token_file)?,
-            prometheus_tls: config.prometheus_tls.load("run.prometheus_tls")?,
+            master_token: token(&config.run.master_token_file)?,
+            master_tls: config.run.master_tls.load("run.master_tls")?,
+            prometheus_token: token(&config.run.prometheus_token_file)?,
+            prometheus_tls: config.run.prometheus_tls.load("run.prometheus_tls")?,
         })
     }
 }
@@ -229,12 +230,12 @@ fn sampler(
     }
     let sampler = Sampler::new(
         &config.services,
-        config.prometheus_url.as_deref(),
-        config.sample_stale_after,
+        config.run.prometheus_url.as_deref(),
+        config.run.sample_stale_after,
         // The trend's window ends at the newest sample, which may be up to the stale limit
         // old: cut at `now`, the oldest sample it fits would vanish between two samples and
         // the trend with it (core/forecast.rs, `load_trend_factor`).
-        config.controller.trend_window + config.sample_stale_after,
+        config.controller.trend_window + config.run.sample_stale_after,
         metrics.clone(),
     )?
     .with_tls(&secrets.prometheus_tls)?
@@ -256,7 +257,7 @@ async fn start_reflectors(
     for (kind, driver) in KINDS.iter().zip(drivers) {
         tasks.spawn_infallible(format!("reflector {kind}"), Until::Aborted, driver);
     }
-    if !config.adapters {
+    if !config.run.adapters {
         return Ok((caches, None));
     }
     let (adapters, drivers) = AdapterJobs::start(client.clone(), changed.clone()).await?;
@@ -286,13 +287,17 @@ fn start_election(
     metrics: &Arc<Metrics>,
     tasks: &mut Supervisor,
 ) -> Result<(Arc<LeaderElector>, Duration), StartError> {
-    let lease =
-        LeaseConfig::with_duration(&config.lease_namespace, &config.lease_name, identity, config.lease_duration);
+    let lease = LeaseConfig::with_duration(
+        &config.run.lease_namespace,
+        &config.run.lease_name,
+        identity,
+        config.run.lease_duration,
+    );
     let margin = lease.lease_duration.saturating_sub(lease.renew_deadline);
-    let api = Api::<Lease>::namespaced(client.clone(), &config.lease_namespace);
+    let api = Api::<Lease>::namespaced(client.clone(), &config.run.lease_namespace);
     let elector = LeaderElector::new(api, lease).map_err(|source| StartError::Lease {
-        namespace: config.lease_namespace.clone(),
-        name: config.lease_name.clone(),
+        namespace: config.run.lease_namespace.clone(),
+        name: config.run.lease_name.clone(),
         source: Box::new(source),
     })?;
     let elector = Arc::new(elector);
@@ -321,7 +326,7 @@ fn job_directory(
     let factory = MasterClients {
         http,
         token: secrets.master_token,
-        timeout: config.master_timeout,
+        timeout: config.run.master_timeout,
         retry: RetryPolicy::default(),
     };
     Ok(JobDirectory {
@@ -329,7 +334,7 @@ fn job_directory(
         master_services: caches.masters.clone(),
         state: caches.state.clone(),
         adapters,
-        namespaces: config.job_namespaces.clone(),
+        namespaces: config.run.job_namespaces.clone(),
     })
 }
 

@@ -206,7 +206,7 @@ impl Metrics {
         add(
             r,
             TARGET_UTILIZATION_RATIO,
-            "Cluster CPU allocation (system + online + training over allocatable) the controller aims for",
+            "Cluster CPU allocation (system + online + training over allocatable) configured as the target, for dashboards and alerts; decisions do not read it",
             Some("ratio"),
             self.target_utilization.clone(),
         );
