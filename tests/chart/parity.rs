@@ -374,7 +374,7 @@ fn the_chart_refuses_whatever_check_config_refuses() {
     assert!(failures.is_empty(), "{} of {} cases out of step:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }
 
-/// Every duration key is in the table: a new one in src/core/config.rs or src/live/config/
+/// Every duration key is in the table: a new one in crates/core/src/config.rs or src/live/config/
 /// must be added to DURATIONS (and so to the chart's checks).
 #[test]
 fn every_duration_setting_is_covered() {

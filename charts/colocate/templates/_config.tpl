@@ -1,6 +1,6 @@
 {{/*
 The controller's configuration file and the checks of `colocate check-config` that
-values.schema.json cannot express (src/live/config/mod.rs RunConfig::resolve, src/core/config.rs
+values.schema.json cannot express (src/live/config/mod.rs RunConfig::resolve, crates/core/src/config.rs
 Config::validate), worded as check-config words them, so that a bad value fails at install
 rather than in a crash loop. tests/chart.rs runs every refusal through both and keeps them in
 step. The schema checks types, ranges of numbers, unknown keys, duration syntax and metric
@@ -9,7 +9,7 @@ needs a clearer message than "does not match pattern" is checked here.
 */}}
 
 {{/*
-Ranges of the controller's numeric settings (src/core/config.rs). values.schema.json checks
+Ranges of the controller's numeric settings (crates/core/src/config.rs). values.schema.json checks
 numbers given in values files; `--set` passes 1.5 as the string "1.5", which the schema lets
 through and colocate.controllerConfig catches.
 */}}
@@ -27,7 +27,7 @@ latency_guard_max_steps: [0, 4294967295]
 {{- end }}
 
 {{/*
-The controller's own defaults (src/core/config.rs, src/live/config/mod.rs) of the settings
+The controller's own defaults (crates/core/src/config.rs, src/live/config/mod.rs) of the settings
 the checks below compare, for a key the values leave out or set to null: the rendered file
 leaves it out too, and the controller applies the same default. tests/chart.rs keeps them equal
 to what `colocate check-config` prints for an empty file.
