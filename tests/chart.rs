@@ -11,6 +11,10 @@ mod chart_support;
 // Certificates for the TLS case's files.
 #[path = "support/certs.rs"]
 mod certs;
+#[path = "support/settings.rs"]
+mod settings;
+
+use settings::{printed_settings, same_value};
 // The parity table of check-config and the chart, in its own file for its length.
 #[path = "chart/parity.rs"]
 mod parity;
@@ -244,33 +248,6 @@ fn rendered_configuration_is_accepted_by_check_config() {
     ] {
         assert!(full.contains(expected), "no `{expected}` in:\n{full}");
     }
-}
-
-/// `block.key` -> value of each setting `colocate check-config` printed.
-fn printed_settings(printed: &str) -> BTreeMap<String, String> {
-    let mut block = "";
-    let mut out = BTreeMap::new();
-    for line in printed.lines() {
-        if let Some((key, value)) = line.strip_prefix("  ").and_then(|l| l.split_once(": ")) {
-            if !key.starts_with('-') {
-                out.insert(format!("{block}.{key}"), value.to_string());
-            }
-        } else {
-            block = line.split(':').next().unwrap_or("");
-        }
-    }
-    out
-}
-
-/// Whether two written values are the same: as durations, as numbers, or as text.
-fn same_value(a: &str, b: &str) -> bool {
-    if let (Ok(x), Ok(y)) = (humantime::parse_duration(a), humantime::parse_duration(b)) {
-        return x == y;
-    }
-    if let (Ok(x), Ok(y)) = (a.parse::<f64>(), b.parse::<f64>()) {
-        return x == y;
-    }
-    a == b
 }
 
 /// The chart's defaults are the controller's, so that there is one default per setting:

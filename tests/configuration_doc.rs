@@ -11,6 +11,10 @@
 
 #[path = "support/certs.rs"]
 mod certs;
+#[path = "support/settings.rs"]
+mod settings;
+
+use settings::{printed_settings, same_value};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -232,34 +236,12 @@ fn every_accepted_key_has_a_row_and_every_row_an_accepted_key() {
 }
 
 /// `key: value` lines of `check-config`'s output, as `controller.key` and `run.key`.
-fn effective_defaults() -> Vec<(String, String)> {
+fn effective_defaults() -> BTreeMap<String, String> {
     let checked = check_config("{}\n");
     assert_eq!(checked.code, Some(0), "an empty file is refused: {}", checked.stderr);
-    let mut block = String::new();
-    let mut out = Vec::new();
-    for line in checked.stdout.lines() {
-        match line.strip_prefix("  ") {
-            Some(setting) if !setting.starts_with('-') => {
-                let (key, value) = setting.split_once(": ").unwrap_or_else(|| panic!("`{line}`"));
-                out.push((format!("{block}.{key}"), value.to_string()));
-            }
-            Some(_) => {}
-            None => block = line.split(':').next().unwrap_or("").to_string(),
-        }
-    }
+    let out = printed_settings(&checked.stdout);
     assert!(out.len() >= 30, "too few settings in check-config's output:\n{}", checked.stdout);
     out
-}
-
-/// Whether two written values are the same: as durations, as numbers, or as text.
-fn same_value(a: &str, b: &str) -> bool {
-    if let (Ok(x), Ok(y)) = (humantime::parse_duration(a), humantime::parse_duration(b)) {
-        return x == y;
-    }
-    if let (Ok(x), Ok(y)) = (a.parse::<f64>(), b.parse::<f64>()) {
-        return x == y;
-    }
-    a == b
 }
 
 #[test]
