@@ -10,8 +10,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use colocate::sim::chart::{render_svg, ChartInput, ChartPanel};
 use colocate::sim::explain::explain;
 use colocate::sim::jct_chart::{jct_csv, render_jct};
-use colocate::sim::replay::steps;
 use colocate::sim::report::{intents_csv, job_workers_csv, timeline_csv, TimelineRow, WorthColumns, MAX_JOB_COLUMNS};
+use colocate::sim::side_by_side::steps;
 use colocate::sim::worth::{columns, Capacity};
 use colocate::sim::{replay, Policy, ReplayOutput, Scenario, ScenarioError};
 

@@ -17,11 +17,11 @@ pub mod limits;
 pub mod load;
 mod masters;
 pub mod policy;
-pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod scheduler_queue;
 pub mod service;
+pub mod side_by_side;
 pub mod snapshot;
 pub mod spec;
 pub mod spike;
@@ -34,8 +34,8 @@ pub mod worth;
 /// Errors in a scenario file name the file, line and key.
 pub use crate::yaml::InputError as ScenarioError;
 pub use policy::Policy;
-pub use replay::{replay, ReplayOutput};
 pub use scenario::Scenario;
+pub use side_by_side::{replay, ReplayOutput};
 
 #[cfg(test)]
 mod tests;

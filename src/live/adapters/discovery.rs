@@ -20,8 +20,8 @@ use kube::runtime::watcher;
 use kube::{discovery, Api, Client};
 use tokio::sync::Notify;
 
-use super::endpoint::AdapterEndpoint;
-use super::kinds::{strip, AdapterKind, KINDS};
+use super::adapted_kinds::{strip, AdapterKind, KINDS};
+use super::in_process_master::AdapterEndpoint;
 use super::object::AdaptedObject;
 use super::scale::ScaleSubresourceBackend;
 use super::settings::{settings, AdapterSettings, ScaleVia};

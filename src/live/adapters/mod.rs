@@ -56,19 +56,19 @@
 //! ```
 //! (Discovery of the served kinds needs no rule: API discovery is readable by every user.)
 
+mod adapted_kinds;
 mod discovery;
-mod endpoint;
-mod kinds;
+mod in_process_master;
 mod object;
 mod scale;
 mod settings;
 mod volcano;
 mod workers;
 
+pub use adapted_kinds::task_index;
+pub use adapted_kinds::{strip, AdapterKind, WorkerAt, KINDS};
 pub use discovery::{AdapterError, AdapterJobs};
-pub use endpoint::{master_error, AdapterEndpoint, DEFAULT_ATTEMPT_TIMEOUT};
-pub use kinds::task_index;
-pub use kinds::{strip, AdapterKind, WorkerAt, KINDS};
+pub use in_process_master::{master_error, AdapterEndpoint, DEFAULT_ATTEMPT_TIMEOUT};
 pub use scale::{PhaseSource, ScaleSubresourceBackend};
 pub use settings::{settings, AdapterSettings, ScaleVia, SettingsError, DEFAULT_WORKER_TASK};
 pub use volcano::{replicas_patch, VolcanoBackend, VolcanoPatch};

@@ -4,7 +4,7 @@
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 
-use super::kinds::display_name;
+use super::adapted_kinds::display_name;
 use super::workers::WorkerPods;
 use crate::live::kube_backend::kube_failure;
 use crate::master_protocol::BackendError;

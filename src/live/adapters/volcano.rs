@@ -22,7 +22,7 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
-use super::kinds::{task_index, volcano_phase};
+use super::adapted_kinds::{task_index, volcano_phase};
 use super::object::AdaptedObject;
 use crate::live::kube_backend::kube_failure;
 use crate::master_protocol::{BackendError, BackendErrorKind, Observed, ScaleCommand, WorkerBackend};

@@ -9,7 +9,7 @@
 //! prints the blocks as they serialize, so a new key is printed (and so documented and checked,
 //! tests/configuration_doc.rs) without a line of its own.
 
-mod services;
+mod service_sources;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ use crate::live::master_client::ClientConfigError;
 use crate::live::tls::TlsFiles;
 use crate::yaml::{self, InputError};
 
-pub use services::{http_url, is_metric_name, MetricSource, ServiceSource, METRIC_NAME_SYNTAX};
+pub use service_sources::{http_url, is_metric_name, MetricSource, ServiceSource, METRIC_NAME_SYNTAX};
 
 /// Flags of `colocate run`. Each has an environment variable, and each but `--config` is a
 /// key of the file's `run:` block: the field serializes under that key, which `over` lays on
@@ -370,7 +370,7 @@ impl RunConfig {
         for (tls, prefix) in [(&run.prometheus_tls, "run.prometheus_tls"), (&run.master_tls, "run.master_tls")] {
             tls.load(prefix).map_err(|e| invalid(&e.key, e.problem))?;
         }
-        services::check(&self.services, run.prometheus_url.is_some(), invalid)
+        service_sources::check(&self.services, run.prometheus_url.is_some(), invalid)
     }
 
     /// The effective settings as YAML-ish text, for `check-config` and the start-up log: each

@@ -1,16 +1,16 @@
 //! The controller's Prometheus metrics: one [`Metrics`] owning a `prometheus-client` registry,
 //! with a plain method per thing the controller records.
 //!
-//! Metric names are the `pub const`s of `names.rs`, written exactly as they appear in `/metrics`
+//! Metric names are the `pub const`s of `metric_names.rs`, written exactly as they appear in `/metrics`
 //! (counters with their `_total`, histograms by their family name, whose samples are
 //! `_bucket`, `_sum` and `_count`). Dashboards, alerts and tests refer to these constants;
 //! renaming one is a breaking change. [`ALL`] lists every one of them.
 
-mod names;
+mod metric_names;
 #[cfg(test)]
 mod tests;
 
-pub use names::*;
+pub use metric_names::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
