@@ -2,7 +2,7 @@
 //! real work (kwok pods, sleeping containers): the master reports the `throughput` and
 //! `progress` a job of known size would, so a controller's completion-time decisions can be
 //! watched end to end. Throughput is `samples_per_worker_s * n^exponent` for the `n` workers
-//! taking part, the model replay uses (sim/jobs.rs); the job reports `Completed` once its
+//! taking part, the model replay uses (sim/job_model.rs); the job reports `Completed` once its
 //! samples are done. A real master reports what its framework measures instead.
 
 use std::sync::Mutex;

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
-use super::jobs::{Phase, SimJob};
+use super::job_model::{Phase, SimJob};
 use super::load::LoadCurve;
 use super::policy::{draw, Policy};
 use super::report::{PolicyResult, TimelineRow, YOUNG_VICTIM_S};

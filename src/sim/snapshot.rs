@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::cluster::PodKind;
 use super::engine::World;
-use super::jobs::SimJob;
+use super::job_model::SimJob;
 use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Service, SharedName, Snapshot};
 
 impl World<'_> {

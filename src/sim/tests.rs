@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::cluster::{Cluster, PodId, PodKind, Preemption, Removal, SimPod};
 use super::engine::{PolicyRun, World};
-use super::jobs::{Phase, SimJob};
+use super::job_model::{Phase, SimJob};
 use super::policy::Policy;
 use super::scenario::{JobSpec, Scenario};
 use crate::core::Resources;

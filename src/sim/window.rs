@@ -16,7 +16,7 @@
 
 use super::cluster::{PodId, PodKind, Removal};
 use super::engine::World;
-use super::jobs::{Phase, SimJob};
+use super::job_model::{Phase, SimJob};
 use super::policy::draw;
 use super::policy::Policy;
 use super::scenario::Scenario;

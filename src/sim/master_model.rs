@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::cluster::{Cluster, PodId};
 use super::engine::World;
-use super::jobs::{Phase, SimJob};
+use super::job_model::{Phase, SimJob};
 
 /// How long after colocate's intent a master's deletes of the workers it releases reach the API
 /// server, in a window replayed beside a live run: 140-187 ms after the HPA's sync in `--v=5`
