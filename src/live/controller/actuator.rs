@@ -345,6 +345,7 @@ mod tests {
     struct Running {
         decisions: watch::Sender<Actuation>,
         metrics: Arc<Metrics>,
+        book: Arc<Book>,
     }
 
     /// An actuator for one job whose master is `fake`, leading or not. Its client points
@@ -360,10 +361,11 @@ mod tests {
         let kinds = Arc::new(KindResources::new(client.clone()));
         let recorder = Arc::new(DecisionRecorder::new(client.clone(), "test".into(), gate.clone(), kinds));
         let book = Arc::new(Book::new(Duration::from_secs(60), metrics.clone(), Arc::new(Notify::new())));
-        let actuator = Actuator::new(CONFIG, client, SharedState::default(), book, metrics.clone(), recorder, gate);
+        let actuator =
+            Actuator::new(CONFIG, client, SharedState::default(), book.clone(), metrics.clone(), recorder, gate);
         let (decisions, latest) = watch::channel(Actuation::default());
         tokio::spawn(actuator.run(latest, std::future::pending()));
-        Running { decisions, metrics }
+        Running { decisions, metrics, book }
     }
 
     impl Running {
@@ -376,20 +378,9 @@ mod tests {
 
         /// The same decision, without waiting for anything.
         fn propose(&self, fake: &Arc<Fake>, from: u32, target: u32) {
-            let job = DiscoveredJob {
-                namespace: "ml".into(),
-                name: "a".into(),
-                object: crate::live::endpoint::JobObject {
-                    api_version: "v1".into(),
-                    kind: "Service".into(),
-                    namespace: "ml".into(),
-                    name: "a-master".into(),
-                    uid: None,
-                },
-                endpoint: fake.clone(),
-                overrides: Default::default(),
-            };
-            let bounded = Bounded { job, min: 2, max: 10, target: from, generation: 1, moved_at: None };
+            // Made from the status as the book knows it now, as the decision loop's are.
+            let moved_at = self.book.moved_at("ml/a");
+            let bounded = Bounded { job: job_of(fake), min: 2, max: 10, target: from, generation: 1, moved_at };
             let reason = if target < from { Reason::OnlineHeadroom } else { Reason::Grow };
             let intent = ScaleIntent {
                 job: "ml/a".into(),
@@ -402,6 +393,22 @@ mod tests {
             };
             let actuation = Actuation { intents: vec![intent], jobs: BTreeMap::from([("ml/a".to_string(), bounded)]) };
             self.decisions.send_replace(actuation);
+        }
+    }
+
+    fn job_of(fake: &Arc<Fake>) -> DiscoveredJob {
+        DiscoveredJob {
+            namespace: "ml".into(),
+            name: "a".into(),
+            object: crate::live::endpoint::JobObject {
+                api_version: "v1".into(),
+                kind: "Service".into(),
+                namespace: "ml".into(),
+                name: "a-master".into(),
+                uid: None,
+            },
+            endpoint: fake.clone(),
+            overrides: Default::default(),
         }
     }
 
@@ -495,5 +502,35 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(600)).await;
         actuator.decide(&fake, 8, 5).await;
         assert_eq!(fake.targets(), [5, 5, 5]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn decisions_read_a_command_in_flight_and_its_answer_from_the_book() {
+        let fake = Fake::new(Answer::Hold);
+        let actuator = start(true);
+        let job = job_of(&fake);
+        let polled: Status = serde_json::from_value(serde_json::json!({
+            "job": "a", "generation": 1, "phase": "Running",
+            "workers": {"current": 8, "target": 8, "min": 2, "max": 10, "pending": 0},
+            "worker_resources": {"cpu": "1", "memory": "1Gi"}
+        }))
+        .unwrap();
+        let now = std::time::Instant::now();
+        actuator.book.observe(std::slice::from_ref(&job), vec![(&job, Ok(polled))], vec![], now);
+        let known = || {
+            let status = actuator.book.known().jobs["ml/a"].status.clone().unwrap();
+            (status.workers.target, status.generation)
+        };
+        // In flight: decisions plan from its target before the master answers.
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!((fake.targets(), known()), (vec![5], (5, 1)));
+        // Accepted: laid over the polled status until a poll asked since replaces it.
+        fake.release.add_permits(1);
+        settle().await;
+        assert_eq!(known(), (5, 2));
+        // Refused: back to the status as it was before the command.
+        *fake.answer.lock().unwrap() = Answer::Refuse;
+        actuator.decide(&fake, 5, 4).await;
+        assert_eq!((fake.targets(), known()), (vec![5, 4], (5, 2)));
     }
 }
