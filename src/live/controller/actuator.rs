@@ -3,8 +3,9 @@
 //! so a slow master never delays decisions and a newer decision replaces an older one that
 //! was not sent yet.
 //!
-//! What it remembers per job, and the rules on when a command goes out, are the [`Ledger`]'s
-//! (ledger.rs, synchronous and unit-tested); this file does the I/O around it. Past a shrink's
+//! What it remembers per job, and the rules on when a command goes out, are the ledger's
+//! (ledger.rs, synchronous and unit-tested), kept in the [`Book`] decisions read their
+//! statuses from (book.rs); this file does the I/O around it. Past a shrink's
 //! deadline, bound workers beyond that shrink's target and what the latest decision wants
 //! (never below the floor) are deleted and counted as forced preemptions, whether the master
 //! accepted and did not act, failed, or hung.
@@ -23,10 +24,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::book::Book;
 use super::forced::{self, Victim};
 use super::gate::{Dropped, Write, WriteGate};
-use super::ledger::{bare, Actuation, Command, Ledger, Outcome};
-use super::poller::Poller;
+use super::ledger::{bare, Actuation, Command, Outcome};
 use super::record::{DecisionRecorder, Record};
 use crate::live::endpoint::JobObject;
 use crate::live::master_client::MasterError;
@@ -56,7 +57,8 @@ pub struct Actuator {
     client: Client,
     /// The cluster state: the workers to delete past a deadline are found there.
     state: SharedState,
-    poller: Arc<Poller>,
+    /// The jobs' statuses as decisions read them, and the ledger of commands.
+    book: Arc<Book>,
     metrics: Arc<Metrics>,
     recorder: Arc<DecisionRecorder>,
     gate: Arc<WriteGate>,
@@ -69,12 +71,12 @@ impl Actuator {
         config: ActuatorConfig,
         client: Client,
         state: SharedState,
-        poller: Arc<Poller>,
+        book: Arc<Book>,
         metrics: Arc<Metrics>,
         recorder: Arc<DecisionRecorder>,
         gate: Arc<WriteGate>,
     ) -> Actuator {
-        Actuator { config, client, state, poller, metrics, recorder, gate }
+        Actuator { config, client, state, book, metrics, recorder, gate }
     }
 
     /// Runs until `shutdown` resolves, then waits up to `grace` for commands in flight (a
@@ -82,12 +84,11 @@ impl Actuator {
     /// rest. Pending deadlines are dropped: the next leader decides afresh.
     pub async fn run(self, mut latest: watch::Receiver<Actuation>, shutdown: impl std::future::Future<Output = ()>) {
         let grace = self.config.command_timeout;
-        let mut ledger = Ledger::default();
         let mut commands: JoinSet<()> = JoinSet::new();
         let (done_tx, mut done) = mpsc::unbounded_channel::<Sent>();
         tokio::pin!(shutdown);
         loop {
-            let wake = ledger.next_due().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let wake = self.book.next_due().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             // Plan again on a new decision, or once a command's answer may have freed its job
             // for the intent held behind it. A command the gate kept in frees nothing: planning
             // again would only send the same decision to the gate again, at once and forever,
@@ -100,24 +101,24 @@ impl Actuator {
                     }
                     true
                 }
-                Some(sent) = done.recv() => self.finish(sent, &mut ledger),
+                Some(sent) = done.recv() => self.finish(sent),
                 _ = tokio::time::sleep_until(wake) => {
-                    self.enforce_deadlines(&mut ledger).await;
+                    self.enforce_deadlines().await;
                     true
                 }
                 Some(_) = commands.join_next(), if !commands.is_empty() => false,
             };
             if replan {
                 let actuation = latest.borrow_and_update().clone();
-                self.dispatch(&actuation, &mut ledger, &mut commands, &done_tx);
+                self.dispatch(&actuation, &mut commands, &done_tx);
             }
         }
         drop(done_tx);
         let waited = tokio::time::timeout(grace, async {
-            while ledger.any_in_flight() {
+            while self.book.any_in_flight() {
                 match done.recv().await {
                     Some(sent) => {
-                        self.finish(sent, &mut ledger);
+                        self.finish(sent);
                     }
                     None => break,
                 }
@@ -130,16 +131,9 @@ impl Actuator {
         commands.abort_all();
     }
 
-    fn dispatch(
-        &self,
-        actuation: &Actuation,
-        ledger: &mut Ledger,
-        commands: &mut JoinSet<()>,
-        done: &mpsc::UnboundedSender<Sent>,
-    ) {
-        let moved_at = |job: &str| self.poller.moved_at(job);
-        for command in ledger.plan(actuation, Instant::now(), self.config.release_deadline, &moved_at) {
-            self.poller.sending(&command.key, command.target);
+    fn dispatch(&self, actuation: &Actuation, commands: &mut JoinSet<()>, done: &mpsc::UnboundedSender<Sent>) {
+        // Each command is in the known status as it is let out (Book::plan).
+        for command in self.book.plan(actuation, self.config.release_deadline) {
             let shrink = command.shrink();
             let release: Vec<String> =
                 if shrink { command.intent.release_pods.iter().map(|p| bare(p)).collect() } else { vec![] };
@@ -162,15 +156,13 @@ impl Actuator {
 
     /// Records what became of a command; whether it was sent at all (a command the gate kept
     /// in leaves nothing new to plan from).
-    fn finish(&self, sent: Sent, ledger: &mut Ledger) -> bool {
+    fn finish(&self, sent: Sent) -> bool {
         let Sent { command, result } = sent;
-        let now = Instant::now();
         let result = match result {
             Ok(answer) => answer,
             // Not sent: nothing failed, and the next leader decides afresh.
             Err(Dropped::NotLeader) => {
-                self.poller.not_taken(&command.key);
-                ledger.finish(&command, Outcome::NotSent, now, self.config.max_backoff);
+                self.book.finish(&command, Outcome::NotSent, self.config.max_backoff);
                 return false;
             }
             // Abandoned mid-way: the master may or may not have applied it, as after a timeout.
@@ -183,13 +175,9 @@ impl Actuator {
             Err(MasterError::OutOfBounds { .. }) => Outcome::Refused,
             Err(_) => Outcome::Failed,
         };
-        // The cached status takes the answer in first: a decision made from now on starts from
+        // The known status takes the answer in first: a decision made from now on starts from
         // the accepted target, or from the master's own again when it did not take the command.
-        match &result {
-            Ok(answer) => self.poller.accepted(&command.key, answer),
-            Err(_) => self.poller.not_taken(&command.key),
-        }
-        ledger.finish(&command, outcome, Instant::now(), self.config.max_backoff);
+        self.book.finish(&command, outcome, self.config.max_backoff);
         match result {
             Ok(answer) => {
                 tracing::info!(job = %command.key, from = intent.from, target = command.target, reason = %intent.reason,
@@ -226,8 +214,8 @@ impl Actuator {
     /// Deletes workers of jobs past a shrink's deadline that still have more than that
     /// shrink's target (and than the latest decision wants; never below the floor), counting
     /// each as a forced preemption.
-    async fn enforce_deadlines(&self, ledger: &mut Ledger) {
-        let due = ledger.take_due(Instant::now());
+    async fn enforce_deadlines(&self) {
+        let due = self.book.take_due();
         if due.is_empty() {
             return;
         }
@@ -357,6 +345,7 @@ mod tests {
     struct Running {
         decisions: watch::Sender<Actuation>,
         metrics: Arc<Metrics>,
+        book: Arc<Book>,
     }
 
     /// An actuator for one job whose master is `fake`, leading or not. Its client points
@@ -371,16 +360,12 @@ mod tests {
         let gate = Arc::new(WriteGate::new(follows, Duration::from_secs(10), metrics.clone()));
         let kinds = Arc::new(KindResources::new(client.clone()));
         let recorder = Arc::new(DecisionRecorder::new(client.clone(), "test".into(), gate.clone(), kinds));
-        let poller = Arc::new(Poller::new(
-            Duration::from_secs(1),
-            Duration::from_secs(60),
-            metrics.clone(),
-            Arc::new(Notify::new()),
-        ));
-        let actuator = Actuator::new(CONFIG, client, SharedState::default(), poller, metrics.clone(), recorder, gate);
+        let book = Arc::new(Book::new(Duration::from_secs(60), metrics.clone(), Arc::new(Notify::new())));
+        let actuator =
+            Actuator::new(CONFIG, client, SharedState::default(), book.clone(), metrics.clone(), recorder, gate);
         let (decisions, latest) = watch::channel(Actuation::default());
         tokio::spawn(actuator.run(latest, std::future::pending()));
-        Running { decisions, metrics }
+        Running { decisions, metrics, book }
     }
 
     impl Running {
@@ -393,20 +378,9 @@ mod tests {
 
         /// The same decision, without waiting for anything.
         fn propose(&self, fake: &Arc<Fake>, from: u32, target: u32) {
-            let job = DiscoveredJob {
-                namespace: "ml".into(),
-                name: "a".into(),
-                object: crate::live::endpoint::JobObject {
-                    api_version: "v1".into(),
-                    kind: "Service".into(),
-                    namespace: "ml".into(),
-                    name: "a-master".into(),
-                    uid: None,
-                },
-                endpoint: fake.clone(),
-                overrides: Default::default(),
-            };
-            let bounded = Bounded { job, min: 2, max: 10, target: from, generation: 1, moved_at: None };
+            // Made from the status as the book knows it now, as the decision loop's are.
+            let moved_at = self.book.moved_at("ml/a");
+            let bounded = Bounded { job: job_of(fake), min: 2, max: 10, target: from, generation: 1, moved_at };
             let reason = if target < from { Reason::OnlineHeadroom } else { Reason::Grow };
             let intent = ScaleIntent {
                 job: "ml/a".into(),
@@ -419,6 +393,22 @@ mod tests {
             };
             let actuation = Actuation { intents: vec![intent], jobs: BTreeMap::from([("ml/a".to_string(), bounded)]) };
             self.decisions.send_replace(actuation);
+        }
+    }
+
+    fn job_of(fake: &Arc<Fake>) -> DiscoveredJob {
+        DiscoveredJob {
+            namespace: "ml".into(),
+            name: "a".into(),
+            object: crate::live::endpoint::JobObject {
+                api_version: "v1".into(),
+                kind: "Service".into(),
+                namespace: "ml".into(),
+                name: "a-master".into(),
+                uid: None,
+            },
+            endpoint: fake.clone(),
+            overrides: Default::default(),
         }
     }
 
@@ -512,5 +502,35 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(600)).await;
         actuator.decide(&fake, 8, 5).await;
         assert_eq!(fake.targets(), [5, 5, 5]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn decisions_read_a_command_in_flight_and_its_answer_from_the_book() {
+        let fake = Fake::new(Answer::Hold);
+        let actuator = start(true);
+        let job = job_of(&fake);
+        let polled: Status = serde_json::from_value(serde_json::json!({
+            "job": "a", "generation": 1, "phase": "Running",
+            "workers": {"current": 8, "target": 8, "min": 2, "max": 10, "pending": 0},
+            "worker_resources": {"cpu": "1", "memory": "1Gi"}
+        }))
+        .unwrap();
+        let now = std::time::Instant::now();
+        actuator.book.observe(std::slice::from_ref(&job), vec![(&job, Ok(polled))], vec![], now);
+        let known = || {
+            let status = actuator.book.known().jobs["ml/a"].status.clone().unwrap();
+            (status.workers.target, status.generation)
+        };
+        // In flight: decisions plan from its target before the master answers.
+        actuator.decide(&fake, 8, 5).await;
+        assert_eq!((fake.targets(), known()), (vec![5], (5, 1)));
+        // Accepted: laid over the polled status until a poll asked since replaces it.
+        fake.release.add_permits(1);
+        settle().await;
+        assert_eq!(known(), (5, 2));
+        // Refused: back to the status as it was before the command.
+        *fake.answer.lock().unwrap() = Answer::Refuse;
+        actuator.decide(&fake, 5, 4).await;
+        assert_eq!((fake.targets(), known()), (vec![5, 4], (5, 2)));
     }
 }

@@ -8,6 +8,11 @@
 //! failures, a target the master refused (409), what the latest decision wants, and the shrink
 //! deadlines: `release_deadline` after each shrink was asked for, whether the master accepts,
 //! fails or hangs (online pods wait on it either way).
+//!
+//! It also keeps what commands change in the status decisions read ([`Overlay`]): the target
+//! of a command in flight, the target and generation a command was accepted at and when, and
+//! when either last moved the status. The book (book.rs) lays it over the polled status; the
+//! rules for when a command's answer moves that status are here.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,6 +22,7 @@ use tokio::time::Instant;
 use super::forced::ShrinkSteps;
 use crate::core::ScaleIntent;
 use crate::live::endpoint::{DiscoveredJob, JobObject};
+use crate::master_protocol::Status;
 
 /// What one decision asks for: its intents and the jobs they name, with their bounds.
 #[derive(Clone, Default)]
@@ -35,7 +41,7 @@ pub struct Bounded {
     pub target: u32,
     /// The status generation the decision saw.
     pub generation: u64,
-    /// When that status last changed target or generation ([`Poller::moved_at`](super::poller::Poller::moved_at)).
+    /// When that status last changed target or generation ([`Book::moved_at`](super::book::Book::moved_at)).
     pub moved_at: Option<std::time::Instant>,
 }
 
@@ -95,9 +101,28 @@ struct JobState {
     deadline: Option<Deadline>,
 }
 
+/// What commands change in a job's status as decisions read it, kept while the job is
+/// discovered (the book forgets it with the job's polled status).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Overlay {
+    /// The target of a command sent and not yet answered: decisions plan from it, so one made
+    /// meanwhile does not ask another job for the room this one is already giving.
+    pub sent: Option<u32>,
+    /// The target and generation of an accepted command, laid over the polled status until a
+    /// poll asked after it replaces that status.
+    pub accepted: Option<(u32, u64)>,
+    /// When an accepted command last updated the status: a poll sent before then answered with
+    /// the state before the command and must not undo it.
+    pub accepted_at: Option<std::time::Instant>,
+    /// When a command sent, answered or not taken last moved the target decisions read or the
+    /// generation (polls record their own moves).
+    pub moved_at: Option<std::time::Instant>,
+}
+
 #[derive(Default)]
 pub struct Ledger {
     jobs: BTreeMap<String, JobState>,
+    overlays: BTreeMap<String, Overlay>,
 }
 
 impl Ledger {
@@ -210,6 +235,74 @@ impl Ledger {
 
     pub fn any_in_flight(&self) -> bool {
         self.jobs.values().any(|s| s.in_flight)
+    }
+
+    /// What commands change in `job`'s status.
+    pub fn overlay(&self, job: &str) -> Overlay {
+        self.overlays.get(job).copied().unwrap_or_default()
+    }
+
+    /// A poll replaced `job`'s status: an accepted command is no longer laid over it.
+    pub fn polled(&mut self, job: &str) {
+        if let Some(o) = self.overlays.get_mut(job) {
+            o.accepted = None;
+        }
+    }
+
+    /// `job` is no longer discovered: what commands changed in its status goes with it.
+    pub fn forget(&mut self, job: &str) {
+        self.overlays.remove(job);
+    }
+
+    /// Takes a command being sent into the known status: decisions from now on plan from its
+    /// target until the master answers. A decision made meanwhile from the old target would
+    /// find the room this job is giving still held, and ask another job for it too. Always a
+    /// move.
+    pub fn sending(&mut self, job: &str, target: u32, now: std::time::Instant) {
+        let o = self.overlays.entry(job.to_string()).or_default();
+        o.sent = Some(target);
+        o.moved_at = Some(now);
+    }
+
+    /// A command sent for `job` was not taken (failed, refused, or kept in by the lease gate):
+    /// decisions plan from the master's own target again. Whether that moved the status.
+    pub fn not_taken(&mut self, job: &str, now: std::time::Instant) -> bool {
+        let Some(o) = self.overlays.get_mut(job) else { return false };
+        if o.sent.take().is_some() {
+            o.moved_at = Some(now);
+            return true;
+        }
+        false
+    }
+
+    /// Takes an accepted command into the known status at once, so the next decision does not
+    /// ask for the same change again before the next poll. `status` is the job's status as
+    /// known without a command in flight (`None` before its first poll). Whether that moved the
+    /// status: decisions made while the command was in flight started from a target the job
+    /// has left; the actuator skips them, so the decision loop must decide again.
+    pub fn accepted(
+        &mut self,
+        job: &str,
+        (target, generation): (u32, u64),
+        status: Option<&Status>,
+        now: std::time::Instant,
+    ) -> bool {
+        let o = self.overlays.entry(job.to_string()).or_default();
+        let sent = o.sent.take();
+        let Some(status) = status else { return false };
+        // What decisions read until now: the sent target, else the status'.
+        let seen = sent.unwrap_or(status.workers.target);
+        let newer = generation >= status.generation && status.workers.target != target;
+        if newer {
+            o.accepted = Some((target, generation));
+            o.accepted_at = Some(now);
+        }
+        let known = if newer { target } else { status.workers.target };
+        if newer || seen != known {
+            o.moved_at = Some(now);
+            return true;
+        }
+        false
     }
 }
 
@@ -409,5 +502,51 @@ mod tests {
         // Made since: both go.
         decision.jobs.get_mut("ml/a").unwrap().moved_at = Some(sent);
         assert_eq!(targets(&ledger.plan(&decision, t0, DEADLINE, &moved)), [6, 3]);
+    }
+
+    fn status(target: u32, generation: u64) -> Status {
+        serde_json::from_value(serde_json::json!({
+            "job": "a", "generation": generation, "phase": "Running",
+            "workers": {"current": target, "target": target, "min": 1, "max": 10, "pending": 0},
+            "worker_resources": {"cpu": "1", "memory": "1Gi"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_command_moves_the_known_status_when_sent_when_not_taken_and_when_accepted_anew() {
+        let (mut ledger, t0) = (Ledger::default(), std::time::Instant::now());
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        // Sent: decisions plan from its target at once.
+        ledger.sending("ml/a", 3, at(1));
+        assert_eq!(ledger.overlay("ml/a"), Overlay { sent: Some(3), moved_at: Some(at(1)), ..Overlay::default() });
+        // Not taken: back to the master's target, a move; nothing to take back a second time.
+        assert!(ledger.not_taken("ml/a", at(2)));
+        assert!(!ledger.not_taken("ml/a", at(3)));
+        assert_eq!(ledger.overlay("ml/a").moved_at, Some(at(2)));
+        // Accepted as sent at a newer generation: laid over the status, a move.
+        ledger.sending("ml/a", 3, at(4));
+        assert!(ledger.accepted("ml/a", (3, 2), Some(&status(7, 1)), at(5)));
+        let overlay = ledger.overlay("ml/a");
+        assert_eq!((overlay.sent, overlay.accepted, overlay.accepted_at), (None, Some((3, 2)), Some(at(5))));
+        // An answer the status already shows, to a command whose target decisions read: no move.
+        ledger.sending("ml/a", 3, at(6));
+        assert!(!ledger.accepted("ml/a", (3, 2), Some(&status(3, 2)), at(7)));
+        assert_eq!(ledger.overlay("ml/a").moved_at, Some(at(6)));
+        // Accepted at another target than was sent, but older than the status: the status
+        // stands, and decisions move back to it from the sent target.
+        ledger.sending("ml/a", 1, at(8));
+        assert!(ledger.accepted("ml/a", (1, 1), Some(&status(3, 2)), at(9)));
+        assert_eq!(ledger.overlay("ml/a").accepted_at, Some(at(5)), "not laid over a newer status");
+        // Before the first poll nothing is laid over, but the command is no longer in flight.
+        ledger.sending("ml/b", 4, at(10));
+        assert!(!ledger.accepted("ml/b", (4, 2), None, at(11)));
+        assert_eq!(ledger.overlay("ml/b").sent, None);
+        // A poll replaced the status: the acceptance is no longer laid over it, but its time
+        // still keeps out polls asked before it.
+        ledger.polled("ml/a");
+        assert_eq!((ledger.overlay("ml/a").accepted, ledger.overlay("ml/a").accepted_at), (None, Some(at(5))));
+        ledger.forget("ml/a");
+        assert_eq!(ledger.overlay("ml/a"), Overlay::default());
     }
 }

@@ -10,6 +10,7 @@
 //! acts (the others decide too, so their caches and memory are warm when they take over).
 
 pub mod actuator;
+pub mod book;
 pub mod decider;
 pub mod events;
 pub mod forced;
@@ -153,7 +154,7 @@ pub async fn run(
     let recorder = Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone(), kinds.clone()));
     let state = caches.state.clone();
     let actuator =
-        Actuator::new(actuator_config, client.clone(), state, poller.clone(), metrics.clone(), recorder, gate);
+        Actuator::new(actuator_config, client.clone(), state, poller.book(), metrics.clone(), recorder, gate);
     let stopped = tasks.stopped();
     tasks.spawn_infallible("actuator", Until::Stop, actuator.run(actuation_rx, stopped));
 

@@ -1,79 +1,37 @@
 //! Status polling: every discovered job's `GET /v1/status` (or its adapter's equivalent) on an
 //! interval, all jobs concurrently, each bounded by the interval so a hanging master delays
-//! only itself. A job whose last good status is older than `stale_after` counts as
-//! unreachable: the snapshot then leaves its workers alone instead of steering on old counts.
+//! only itself. What the polls find goes into the [`Book`], which decisions read.
 //!
 //! The poller owns the list of jobs: discovery runs once per poll, and decisions read the jobs
 //! found then with their statuses, so the two always describe the same set.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use tokio::sync::Notify;
 
+use super::book::{Book, Known};
 use super::jobs::JobDirectory;
 use crate::live::endpoint::DiscoveredJob;
-use crate::master_protocol::{Phase, ScaleAccepted, Status};
 use crate::telemetry::Metrics;
 
-struct Entry {
-    /// How the job was found and is reached (the latest discovery).
-    job: DiscoveredJob,
-    status: Option<Status>,
-    /// When `status` was read.
-    at: Option<Instant>,
-    /// The last poll's error, logged once per change.
-    error: Option<String>,
-    /// When an accepted command last updated `status`: a poll sent before then answered with
-    /// the state before the command and must not undo it.
-    accepted_at: Option<Instant>,
-    /// The target of a command sent and not yet answered: decisions plan from it, so one made
-    /// meanwhile does not ask another job for the room this one is already giving.
-    sent: Option<u32>,
-    /// When the target decisions read or the generation last changed: by a poll, a command
-    /// sent, answered or not taken.
-    moved_at: Option<Instant>,
-}
-
-/// A job's status as a decision reads it.
-#[derive(Clone)]
-pub struct Polled {
-    pub job: DiscoveredJob,
-    pub status: Option<Status>,
-    /// When its target or generation last changed (see [`Poller::moved_at`]).
-    pub moved_at: Option<Instant>,
-}
-
-/// What the latest poll found: every job's status, and what discovery could not use.
-pub struct Known {
-    pub jobs: BTreeMap<String, Polled>,
-    /// A sentence for each object that announces a job but cannot be steered.
-    pub problems: Vec<String>,
-}
-
-#[derive(Default)]
-struct Book {
-    entries: BTreeMap<String, Entry>,
-    problems: Vec<String>,
-}
-
-/// The discovered jobs and the latest status of each, shared by the decision loop and the
-/// actuator.
+/// Polls the discovered jobs into the book shared by the decision loop and the actuator.
 pub struct Poller {
-    book: Mutex<Book>,
-    stale_after: Duration,
+    book: Arc<Book>,
     timeout: Duration,
-    metrics: Arc<Metrics>,
-    changed: Arc<Notify>,
 }
 
 impl Poller {
     /// `timeout` bounds one job's poll; `stale_after` is how old a status may be and still be
     /// steered on (a few intervals, so one lost poll does not drop a job).
     pub fn new(timeout: Duration, stale_after: Duration, metrics: Arc<Metrics>, changed: Arc<Notify>) -> Poller {
-        Poller { book: Mutex::new(Book::default()), stale_after, timeout, metrics, changed }
+        Poller { book: Arc::new(Book::new(stale_after, metrics, changed)), timeout }
+    }
+
+    /// The book the polls go into, where the actuator keeps its commands.
+    pub fn book(&self) -> Arc<Book> {
+        self.book.clone()
     }
 
     /// Discovers the jobs through `directory` and polls them.
@@ -95,171 +53,18 @@ impl Poller {
             (j, result)
         }))
         .await;
-        let now = Instant::now();
-        let mut book = self.lock();
-        let mut changed = book.problems != problems;
-        book.problems = problems;
-        let entries = &mut book.entries;
-        let keys: Vec<String> = jobs.iter().map(DiscoveredJob::key).collect();
-        for gone in entries.keys().filter(|k| !keys.contains(k)).cloned().collect::<Vec<_>>() {
-            entries.remove(&gone);
-            self.metrics.forget_job(&gone);
-            changed = true;
-        }
-        for (job, result) in results {
-            let key = job.key();
-            let entry = entries.entry(key.clone()).or_insert_with(|| {
-                self.metrics.job_discovered(&key);
-                Entry {
-                    job: job.clone(),
-                    status: None,
-                    at: None,
-                    error: None,
-                    accepted_at: None,
-                    sent: None,
-                    moved_at: None,
-                }
-            });
-            entry.job = job.clone();
-            self.metrics.set_master_up(&key, result.is_ok());
-            match result {
-                Ok(status) => {
-                    if entry.error.take().is_some() {
-                        tracing::info!(job = %key, endpoint = %job.endpoint.describe(), "master answers again");
-                    }
-                    entry.at = Some(now);
-                    if entry.accepted_at.is_some_and(|accepted| asked < accepted) {
-                        continue;
-                    }
-                    changed |= entry.status.as_ref().is_none_or(|old| differs(old, &status));
-                    if entry.status.as_ref().is_none_or(|old| moved(old, &status)) {
-                        entry.moved_at = Some(now);
-                    }
-                    entry.status = Some(status);
-                }
-                Err(e) => {
-                    if entry.error.as_deref() != Some(e.as_str()) {
-                        let endpoint = job.endpoint.describe();
-                        let hint = super::masters::unresolved_hint(&endpoint, &e).unwrap_or_default();
-                        tracing::warn!(job = %key, %endpoint, error = %e, hint,
-                            "status poll failed; the job's workers are left alone once its status is stale");
-                    }
-                    entry.error = Some(e);
-                    changed |= entry.at.is_some_and(|at| now.duration_since(at) > self.stale_after);
-                }
-            }
-        }
-        drop(book);
-        if changed {
-            self.changed.notify_one();
-        }
+        self.book.observe(&jobs, results, problems, asked);
     }
 
-    /// The jobs found by the latest poll, each with its status if fresh enough to steer on
-    /// (`None` for jobs whose master is unreachable) and when its target or generation last
-    /// changed: a decision made from a status that has moved since started from a target the
-    /// job has left.
+    /// The jobs found by the latest poll with their statuses as known (see [`Book::known`]).
     pub fn known(&self) -> Known {
-        let now = Instant::now();
-        let book = self.lock();
-        let jobs = book
-            .entries
-            .iter()
-            .map(|(k, e)| {
-                let fresh = e.at.is_some_and(|at| now.duration_since(at) <= self.stale_after);
-                let status = e.status.clone().filter(|_| fresh).map(|mut status| {
-                    if let Some(target) = e.sent {
-                        rescaling_to(&mut status, target);
-                    }
-                    status
-                });
-                let polled = Polled { job: e.job.clone(), status, moved_at: e.moved_at };
-                (k.clone(), polled)
-            })
-            .collect();
-        Known { jobs, problems: book.problems.clone() }
+        self.book.known()
     }
 
-    /// When the job's status last changed target or generation, by a poll or an accepted
-    /// command (the one record of it).
+    /// When the job's status last changed target or generation (see [`Book::moved_at`]).
     pub fn moved_at(&self, job: &str) -> Option<Instant> {
-        self.lock().entries.get(job).and_then(|e| e.moved_at)
+        self.book.moved_at(job)
     }
-
-    /// Takes a command being sent into the known status: decisions from now on plan from its
-    /// target until the master answers. A decision made meanwhile from the old target would
-    /// find the room this job is giving still held, and ask another job for it too.
-    pub fn sending(&self, job: &str, target: u32) {
-        let mut book = self.lock();
-        let Some(entry) = book.entries.get_mut(job) else { return };
-        entry.sent = Some(target);
-        entry.moved_at = Some(Instant::now());
-        drop(book);
-        self.changed.notify_one();
-    }
-
-    /// A command sent for `job` was not taken (failed, refused, or kept in by the lease gate):
-    /// decisions plan from the master's own target again.
-    pub fn not_taken(&self, job: &str) {
-        let mut book = self.lock();
-        let Some(entry) = book.entries.get_mut(job) else { return };
-        if entry.sent.take().is_some() {
-            entry.moved_at = Some(Instant::now());
-            drop(book);
-            self.changed.notify_one();
-        }
-    }
-
-    /// Takes an accepted command into the known status at once, so the next decision does not
-    /// ask for the same change again before the next poll.
-    pub fn accepted(&self, job: &str, answer: &ScaleAccepted) {
-        let mut book = self.lock();
-        let Some(entry) = book.entries.get_mut(job) else { return };
-        let sent = entry.sent.take();
-        let Some(status) = entry.status.as_mut() else { return };
-        // What decisions read until now: the sent target, else the status'.
-        let seen = sent.unwrap_or(status.workers.target);
-        let newer = answer.generation >= status.generation && status.workers.target != answer.accepted_target;
-        if newer {
-            entry.accepted_at = Some(Instant::now());
-            status.generation = answer.generation;
-            rescaling_to(status, answer.accepted_target);
-        }
-        if newer || seen != status.workers.target {
-            entry.moved_at = Some(Instant::now());
-            drop(book);
-            // Decisions made while the command was in flight started from a target the job
-            // has left; the actuator skips them, so decide again from the new one.
-            self.changed.notify_one();
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
-        self.book.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The status of a job asked for `target`: rescaling to it unless it has ended.
-fn rescaling_to(status: &mut Status, target: u32) {
-    status.workers.target = target;
-    if !matches!(status.phase, Phase::Completed | Phase::Failed) {
-        status.phase = Phase::Rescaling;
-    }
-}
-
-/// Whether the job moved: another target or generation.
-fn moved(old: &Status, new: &Status) -> bool {
-    old.workers.target != new.workers.target || old.generation != new.generation
-}
-
-/// Whether a new status changes anything the decision reads (throughput and progress do not).
-fn differs(old: &Status, new: &Status) -> bool {
-    old.phase != new.phase
-        || old.workers != new.workers
-        || old.generation != new.generation
-        || old.worker_resources != new.worker_resources
-        || old.rescale_cost_s != new.rescale_cost_s
-        || old.worker_release_s != new.worker_release_s
 }
 
 #[cfg(test)]
@@ -267,10 +72,13 @@ mod tests {
     use futures::future::BoxFuture;
     use serde_json::json;
 
+    use std::sync::Mutex;
+
     use super::*;
+    use crate::live::controller::ledger::Outcome;
     use crate::live::endpoint::{JobEndpoint, JobObject};
     use crate::live::master_client::MasterError;
-    use crate::master_protocol::ScaleCommand;
+    use crate::master_protocol::{Phase, ScaleAccepted, ScaleCommand, Status};
 
     /// A master that answers with whatever status the test last set.
     struct Scripted(Mutex<Status>);
@@ -343,7 +151,7 @@ mod tests {
         let scaled = poller.moved_at("ml/a").unwrap();
         assert!(scaled > first);
         // An accepted command moves it at once, before the next poll.
-        poller.accepted("ml/a", &ScaleAccepted { accepted_target: 4, generation: 3 });
+        poller.book.answered("ml/a", Outcome::Accepted { target: 4, generation: 3 });
         let accepted = poller.moved_at("ml/a").unwrap();
         assert!(accepted > scaled);
         let polled = poller.known().jobs["ml/a"].status.clone().unwrap();
@@ -362,7 +170,7 @@ mod tests {
         let polled = poller.moved_at("ml/a").unwrap();
         // A shrink to 3 is sent: decisions read 3 at once (another job is not asked for the
         // room this one is giving), and one made before reads as stale.
-        poller.sending("ml/a", 3);
+        poller.book.sending("ml/a", 3);
         let sent = poller.moved_at("ml/a").unwrap();
         assert!(sent > polled);
         assert_eq!(target_seen(&poller), (3, Phase::Rescaling));
@@ -370,20 +178,20 @@ mod tests {
         poller.poll(jobs.clone(), vec![]).await;
         assert_eq!((target_seen(&poller).0, poller.moved_at("ml/a")), (3, Some(sent)));
         // Accepted as sent: the target decisions read stays, the generation is new (a move).
-        poller.accepted("ml/a", &ScaleAccepted { accepted_target: 3, generation: 2 });
+        poller.book.answered("ml/a", Outcome::Accepted { target: 3, generation: 2 });
         assert_eq!(target_seen(&poller).0, 3);
         let accepted = poller.moved_at("ml/a").unwrap();
         assert!(accepted > sent);
         // A command the master did not take: back to the master's own target, a move.
-        poller.sending("ml/a", 2);
+        poller.book.sending("ml/a", 2);
         assert_eq!(target_seen(&poller).0, 2);
-        poller.not_taken("ml/a");
+        poller.book.answered("ml/a", Outcome::Failed);
         assert_eq!(target_seen(&poller).0, 3);
         assert!(poller.moved_at("ml/a").unwrap() > accepted);
         // Accepted at another target than was sent (a master that clamps): a move.
-        poller.sending("ml/a", 1);
+        poller.book.sending("ml/a", 1);
         let clamped = poller.moved_at("ml/a").unwrap();
-        poller.accepted("ml/a", &ScaleAccepted { accepted_target: 2, generation: 3 });
+        poller.book.answered("ml/a", Outcome::Accepted { target: 2, generation: 3 });
         assert_eq!(target_seen(&poller).0, 2);
         assert!(poller.moved_at("ml/a").unwrap() > clamped);
     }
