@@ -60,11 +60,6 @@ impl Poller {
     pub fn known(&self) -> Known {
         self.book.known()
     }
-
-    /// When the job's status last changed target or generation (see [`Book::moved_at`]).
-    pub fn moved_at(&self, job: &str) -> Option<Instant> {
-        self.book.moved_at(job)
-    }
 }
 
 #[cfg(test)]
@@ -139,26 +134,26 @@ mod tests {
         let poller = poller();
         let jobs = vec![job_of(master.clone())];
         poller.poll(jobs.clone(), vec![]).await;
-        let first = poller.moved_at("ml/a").expect("the first status is a move");
+        let first = poller.book.moved_at("ml/a").expect("the first status is a move");
         // The same status again (throughput aside): no move.
         master.0.lock().unwrap().throughput = None;
         poller.poll(jobs.clone(), vec![]).await;
-        assert_eq!(poller.moved_at("ml/a"), Some(first));
+        assert_eq!(poller.book.moved_at("ml/a"), Some(first));
         assert_eq!(poller.known().jobs["ml/a"].moved_at, Some(first), "decisions read it with the status");
         // Someone scaled the job: a move.
         *master.0.lock().unwrap() = status(6, 2);
         poller.poll(jobs.clone(), vec![]).await;
-        let scaled = poller.moved_at("ml/a").unwrap();
+        let scaled = poller.book.moved_at("ml/a").unwrap();
         assert!(scaled > first);
         // An accepted command moves it at once, before the next poll.
         poller.book.answered("ml/a", Outcome::Accepted { target: 4, generation: 3 });
-        let accepted = poller.moved_at("ml/a").unwrap();
+        let accepted = poller.book.moved_at("ml/a").unwrap();
         assert!(accepted > scaled);
         let polled = poller.known().jobs["ml/a"].status.clone().unwrap();
         assert_eq!((polled.workers.target, polled.generation), (4, 3));
         *master.0.lock().unwrap() = status(4, 3);
         poller.poll(jobs.clone(), vec![]).await;
-        assert_eq!(poller.moved_at("ml/a"), Some(accepted), "the master caught up: no move");
+        assert_eq!(poller.book.moved_at("ml/a"), Some(accepted), "the master caught up: no move");
     }
 
     #[tokio::test]
@@ -167,32 +162,32 @@ mod tests {
         let poller = poller();
         let jobs = vec![job_of(master.clone())];
         poller.poll(jobs.clone(), vec![]).await;
-        let polled = poller.moved_at("ml/a").unwrap();
+        let polled = poller.book.moved_at("ml/a").unwrap();
         // A shrink to 3 is sent: decisions read 3 at once (another job is not asked for the
         // room this one is giving), and one made before reads as stale.
         poller.book.sending("ml/a", 3);
-        let sent = poller.moved_at("ml/a").unwrap();
+        let sent = poller.book.moved_at("ml/a").unwrap();
         assert!(sent > polled);
         assert_eq!(target_seen(&poller), (3, Phase::Rescaling));
         // A poll answered before the master took it changes nothing.
         poller.poll(jobs.clone(), vec![]).await;
-        assert_eq!((target_seen(&poller).0, poller.moved_at("ml/a")), (3, Some(sent)));
+        assert_eq!((target_seen(&poller).0, poller.book.moved_at("ml/a")), (3, Some(sent)));
         // Accepted as sent: the target decisions read stays, the generation is new (a move).
         poller.book.answered("ml/a", Outcome::Accepted { target: 3, generation: 2 });
         assert_eq!(target_seen(&poller).0, 3);
-        let accepted = poller.moved_at("ml/a").unwrap();
+        let accepted = poller.book.moved_at("ml/a").unwrap();
         assert!(accepted > sent);
         // A command the master did not take: back to the master's own target, a move.
         poller.book.sending("ml/a", 2);
         assert_eq!(target_seen(&poller).0, 2);
         poller.book.answered("ml/a", Outcome::Failed);
         assert_eq!(target_seen(&poller).0, 3);
-        assert!(poller.moved_at("ml/a").unwrap() > accepted);
+        assert!(poller.book.moved_at("ml/a").unwrap() > accepted);
         // Accepted at another target than was sent (a master that clamps): a move.
         poller.book.sending("ml/a", 1);
-        let clamped = poller.moved_at("ml/a").unwrap();
+        let clamped = poller.book.moved_at("ml/a").unwrap();
         poller.book.answered("ml/a", Outcome::Accepted { target: 2, generation: 3 });
         assert_eq!(target_seen(&poller).0, 2);
-        assert!(poller.moved_at("ml/a").unwrap() > clamped);
+        assert!(poller.book.moved_at("ml/a").unwrap() > clamped);
     }
 }
