@@ -22,6 +22,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             name: format!("node-{i}"),
             allocatable: Resources::new(32_000, 128 * gib, 0),
             schedulable: true,
+            batch: None,
         })
         .collect();
     let mut pods = Vec::with_capacity(nodes * 30);
@@ -38,6 +39,7 @@ fn synthetic(nodes: usize) -> Snapshot {
             terminating_until: None,
             preempted: false,
             started: None,
+            usage: None,
         });
         for k in 0..9 {
             let s = (i * 9 + k) % SERVICES;
@@ -51,6 +53,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 terminating_until: None,
                 preempted: false,
                 started: None,
+                usage: None,
             });
         }
         for k in 0..20 {
@@ -65,6 +68,7 @@ fn synthetic(nodes: usize) -> Snapshot {
                 terminating_until: None,
                 preempted: false,
                 started: None,
+                usage: None,
             });
         }
     }

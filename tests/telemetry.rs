@@ -52,6 +52,7 @@ fn pod(name: &str, class: PodClass, cpu: i64) -> Pod {
         terminating_until: None,
         preempted: false,
         started: None,
+        usage: None,
     }
 }
 
@@ -59,7 +60,7 @@ fn pod(name: &str, class: PodClass, cpu: i64) -> Pod {
 fn snapshot() -> Snapshot {
     Snapshot {
         now: Duration::from_secs(60),
-        nodes: vec![Node { name: "n1".into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true }],
+        nodes: vec![Node { name: "n1".into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true, batch: None }],
         pods: vec![
             pod("ds", PodClass::System, 500),
             pod("nginx-0", PodClass::Online { service: "nginx".into() }, 2000),

@@ -82,7 +82,7 @@ pub fn node(n: &KubeNode) -> Result<Node, TranslateError> {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True");
-    Ok(Node { name, allocatable, schedulable: !cordoned && ready })
+    Ok(Node { name, allocatable, schedulable: !cordoned && ready, batch: None })
 }
 
 /// What the scheduler reserves for a pod, as kube-scheduler v1.34 counts it for a node

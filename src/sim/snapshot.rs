@@ -23,7 +23,7 @@ fn build_snapshot(world: &World) -> Snapshot {
         .cluster
         .nodes
         .iter()
-        .map(|n| Node { name: n.name.clone(), allocatable: n.allocatable, schedulable: true })
+        .map(|n| Node { name: n.name.clone(), allocatable: n.allocatable, schedulable: true, batch: None })
         .collect();
     let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();
     // One shared copy of each name for all the pods that refer to it (core::SharedName).
@@ -50,6 +50,7 @@ fn build_snapshot(world: &World) -> Snapshot {
                 preempted: p.preempted,
                 // As kube-scheduler's preemption ranks it, whole wall-clock seconds.
                 started: p.node.map(|_| Duration::from_secs(world.cluster.started_s(p).max(0).unsigned_abs())),
+                usage: None,
             }
         })
         .collect();

@@ -1,5 +1,11 @@
 //! Room per node for training: allocatable minus system daemons, online pods, the online pods
 //! the HPA will add (decided or implied by its metric), and the safety margin.
+//!
+//! In `capacity: requests` a pod holds what it requests. In `capacity: usage` an online or
+//! system pod holds the CPU it uses (grown by its service's load trend over the release lead),
+//! never less memory than it requests (the kernel cannot take memory back, and the scheduler
+//! places online pods by their memory requests, blind to what workers use), and its request
+//! where no usage is known; pods still to come hold what they will use at their HPA's target.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -7,7 +13,7 @@ use std::time::Duration;
 
 use super::name_map::NameMap;
 
-use super::config::Config;
+use super::config::{CapacityMode, Config};
 use super::forecast::{hpa_growth, release_lead, Calibration, Learned};
 use super::intent::Reason;
 use super::metric_trend::MetricSteps;
@@ -49,6 +55,11 @@ pub struct OnlineNeed {
     pub because: String,
     /// Its load is rising: more pods are likely to follow the ones reserved for.
     pub rising: bool,
+    /// Factor its load is expected to grow by within the release lead (1 when flat, or unknown).
+    pub trend: f64,
+    /// `capacity: usage`: what one replica still to come will use: its CPU request at the HPA's
+    /// target utilization (where the HPA brings its pods), all of its memory request.
+    pub replica_usage: Resources,
 }
 
 impl NodeRoom {
@@ -94,6 +105,7 @@ pub fn online_needs(
     for (svc, c) in snap.services.iter().zip(counts.known.iter().copied()) {
         let mut expected = c.bound + c.pending;
         let mut rising = false;
+        let mut trend: f64 = 1.0;
         let mut because = if c.pending > 0 { format!("{} pending pods", c.pending) } else { String::new() };
         if let Some(h) = &svc.hpa {
             let desired = h.desired_replicas.clamp(h.min_replicas, h.max_replicas.max(h.min_replicas));
@@ -112,6 +124,7 @@ pub fn online_needs(
             };
             if let Some(g) = hpa_growth(svc, h, c.ready, snap.now, learned, lead, config) {
                 rising = g.rising;
+                trend = g.trend.max(1.0);
                 if let Some(r) = g.replicas.filter(|r| *r > expected) {
                     expected = r;
                     because = g.because;
@@ -134,6 +147,8 @@ pub fn online_needs(
         // the HPA's ceiling.
         let ceiling = svc.hpa.as_ref().map_or(u32::MAX, |h| h.max_replicas.max(expected));
         let headroom = expected.saturating_add(svc.headroom_replicas).min(ceiling) - expected;
+        let target = svc.hpa.as_ref().and_then(|h| h.metric).map_or(1.0, |m| m.target.clamp(0.0, 1.0));
+        let replica_usage = Resources { cpu_milli: (svc.replica.cpu_milli as f64 * target).ceil() as i64, ..svc.replica };
         needs.push(OnlineNeed {
             service: svc.name.clone(),
             replica: svc.replica,
@@ -143,6 +158,8 @@ pub fn online_needs(
             headroom,
             because,
             rising,
+            trend,
+            replica_usage,
         });
     }
     // Pending online pods of services the controller was not told about still need a node.
@@ -158,6 +175,8 @@ pub fn online_needs(
             headroom: 0,
             because: format!("{} pending pods", c.pending),
             rising: false,
+            trend: 1.0,
+            replica_usage: req,
         });
     }
     needs
@@ -185,16 +204,23 @@ pub fn node_rooms(
             pressure: Vec::new(),
         })
         .collect();
+    let usage_mode = config.capacity == CapacityMode::Usage;
+    let trends: NameMap<&str, f64> = needs.iter().map(|n| (n.service.as_str(), n.trend)).collect();
     // Per node: the scheduler's victims that outlast a release, and what they hold.
     let mut held: NameMap<usize, (u32, Resources)> = NameMap::default();
     for (p, pod) in snap.pods.iter().enumerate() {
         let Some(i) = index.node_of(p) else { continue };
         let room = &mut rooms[i];
-        room.free -= pod.requests;
+        let worker = matches!(pod.class, PodClass::Worker { .. });
+        // A worker in usage mode requests batch resources only: the scheduler sees it hold no
+        // CPU or memory.
+        if !(worker && usage_mode) {
+            room.free -= pod.requests;
+        }
         // Workers are what is being planned; a terminating one is leaving anyway, unless the
         // scheduler preempted it and it holds its node for longer than a release takes.
-        if !matches!(pod.class, PodClass::Worker { .. }) {
-            room.training_room -= pod.requests;
+        if !worker {
+            room.training_room -= if usage_mode { held_in_use(pod, &trends) } else { pod.requests };
         } else if victim_outlasts_a_release(snap, index, p) {
             room.training_room -= pod.requests;
             let (count, requests) = held.entry(i).or_default();
@@ -211,8 +237,9 @@ pub fn node_rooms(
     let mut spread = SpreadIndex::new(&rooms);
     // Pods coming first, for every service; standing headroom only in the room left after
     // them, so one service's optional room never displaces another's pods.
+    let to_come = |need: &OnlineNeed| if usage_mode { need.replica_usage } else { need.replica };
     for need in needs {
-        let (per_node, short) = reserve(&mut rooms, &mut spread, need.replica, need.missing());
+        let (per_node, short) = reserve(&mut rooms, &mut spread, need.replica, to_come(need), need.missing());
         if short > 0 {
             unplaced.push(format!("{}: {short} replicas will not fit even without training", need.service));
         }
@@ -224,7 +251,7 @@ pub fn node_rooms(
     for need in needs.iter().filter(|n| n.headroom > 0) {
         // Headroom that does not fit is not a problem to report: it is room kept where there
         // is some.
-        let (per_node, _) = reserve(&mut rooms, &mut spread, need.replica, need.headroom);
+        let (per_node, _) = reserve(&mut rooms, &mut spread, need.replica, to_come(need), need.headroom);
         for (i, n) in per_node {
             let text = format!("room for {n} {} replica(s) kept as standing headroom", need.service);
             rooms[i].pressure.push((Reason::OnlineHeadroom, text));
@@ -236,7 +263,29 @@ pub fn node_rooms(
             room.training_room -= room.allocatable.scaled_up(config.safety_margin);
         }
     }
+    if usage_mode && config.usage_margin > 0.0 {
+        for room in &mut rooms {
+            // CPU and memory, which usage moves; GPUs are held by requests in either mode.
+            room.training_room -= Resources { gpu: 0, ..room.allocatable.scaled_up(config.usage_margin) };
+        }
+    }
     (rooms, unplaced)
+}
+
+/// What an online or system pod holds of its node in `capacity: usage`: the CPU it uses, grown
+/// by its service's load trend (a load balancer sends new load to the pods there are), and
+/// never less memory than it requests; its requests where no usage is known.
+fn held_in_use(pod: &super::snapshot::Pod, trends: &NameMap<&str, f64>) -> Resources {
+    let Some(usage) = pod.usage else { return pod.requests };
+    let trend = match &pod.class {
+        PodClass::Online { service } => trends.get(&**service).copied().unwrap_or(1.0),
+        _ => 1.0,
+    };
+    Resources {
+        cpu_milli: (usage.cpu_milli.max(0) as f64 * trend).ceil() as i64,
+        memory_bytes: usage.memory_bytes.max(pod.requests.memory_bytes),
+        gpu: pod.requests.gpu,
+    }
 }
 
 /// Whether worker `p` is a scheduler's victim that holds its node past the time a release of
@@ -255,12 +304,14 @@ fn victim_outlasts_a_release(snap: &Snapshot, index: &PodIndex, p: usize) -> boo
     until > snap.now + snap.jobs[j].release_latency + Duration::from_secs(1)
 }
 
-/// Reserves room for `count` replicas of `replica`, each where the scheduler would put it.
+/// Reserves room for `count` replicas of `replica`, each where the scheduler would put it, and
+/// `training` of training room for each (its request, or in usage mode what it will use).
 /// Returns how many went on each node (by node index) and how many found no node.
 fn reserve(
     rooms: &mut [NodeRoom],
     spread: &mut SpreadIndex,
     replica: Resources,
+    training: Resources,
     count: u32,
 ) -> (Vec<(usize, u32)>, u32) {
     let mut per_node: NameMap<usize, u32> = NameMap::default();
@@ -270,7 +321,7 @@ fn reserve(
         let before = SpreadIndex::keys(i, &rooms[i]);
         let room = &mut rooms[i];
         room.free -= replica;
-        room.training_room -= replica;
+        room.training_room -= training;
         room.reserved += replica;
         spread.refile(before, i, room);
         *per_node.entry(i).or_default() += 1;

@@ -16,6 +16,18 @@ pub struct Config {
     pub target_utilization: f64,
     /// Fraction of every node's allocatable kept free of training, on top of all reservations.
     pub safety_margin: f64,
+    /// What training is given: `requests` (the room no pod requested: workers request `cpu` and
+    /// `memory` as any pod does) or `usage` (the room online and system pods leave unused as
+    /// well: workers request only the node's batch resources, run BestEffort, and the kernel
+    /// serves online pods first).
+    pub capacity: CapacityMode,
+    /// `capacity: usage`: fraction of every node's allocatable (CPU and memory) kept out of its
+    /// batch capacity, for online usage to rise between samples before training shrinks.
+    pub usage_margin: f64,
+    /// `capacity: usage`: a node's published batch capacity is rewritten when what it should be
+    /// has risen by more than this fraction of it (Koordinator's `resourceDiffThreshold`); a
+    /// fall is written at once. Fewer writes, at the cost of leaving a rise this small unused.
+    pub batch_rise_threshold: f64,
     /// How far ahead online growth is reserved for, at least: the load trend is extrapolated
     /// this far (or over the longest release latency of the jobs, when that is longer), and the
     /// HPA may take a scale-up step at each of its syncs in that time.
@@ -85,6 +97,9 @@ impl Default for Config {
         Config {
             target_utilization: 0.9,
             safety_margin: 0.0,
+            capacity: CapacityMode::Requests,
+            usage_margin: 0.05,
+            batch_rise_threshold: 0.1,
             forecast_horizon: Duration::from_secs(15),
             hpa_sync_period: Duration::from_secs(15),
             trend_window: Duration::from_secs(30),
@@ -103,6 +118,28 @@ impl Default for Config {
             release_deadline: Duration::from_secs(30),
             waiting_reservation_after: Duration::from_secs(1800),
             completion_time_split: true,
+        }
+    }
+}
+
+/// What the room for training is computed from (`Config::capacity`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CapacityMode {
+    /// Allocatable minus every pod's requests: training holds CPU and memory as any pod does.
+    #[default]
+    Requests,
+    /// Allocatable minus what online and system pods use (their requests where no usage is
+    /// known, and never less memory than they request), published on each node as batch
+    /// resources that workers request instead of `cpu` and `memory`.
+    Usage,
+}
+
+impl CapacityMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CapacityMode::Requests => "requests",
+            CapacityMode::Usage => "usage",
         }
     }
 }
@@ -127,6 +164,8 @@ impl Config {
         };
         fraction("target_utilization", self.target_utilization, 0.0, 1.0)?;
         fraction("safety_margin", self.safety_margin, 0.0, 0.9)?;
+        fraction("usage_margin", self.usage_margin, 0.0, 0.9)?;
+        fraction("batch_rise_threshold", self.batch_rise_threshold, 0.0, 1.0)?;
         fraction("reserve_tolerance", self.reserve_tolerance, 0.0, 1.0)?;
         fraction("grow_min_gain", self.grow_min_gain, 0.0, 10.0)?;
         fraction("reserve_quantum", self.reserve_quantum, 0.0, 1.0)?;

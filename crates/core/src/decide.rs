@@ -5,13 +5,14 @@ use std::collections::BTreeSet;
 
 use super::capacity::{node_rooms, online_needs, OnlineNeed};
 use super::completion::{self, Scaling};
-use super::config::Config;
+use super::config::{CapacityMode, Config};
 use super::damping::Memory;
 use super::forecast::Calibration;
 use super::guard::apply_latency_guard;
 use super::intent::{NodeCapacity, Reason, ScaleIntent};
 use super::metric_trend::MetricSteps;
 use super::plan::{plan_jobs, JobPlan};
+use super::publish::batch_to_carry;
 use super::pod_index::PodIndex;
 use super::replicas::OnlineCounts;
 use super::resources::Resources;
@@ -69,6 +70,7 @@ impl Core {
         let needs = online_needs(snap, &counts, &self.config, &self.calibration, &self.metric_steps);
         let (mut rooms, notes) = node_rooms(snap, &index, &needs, &self.config);
         apply_latency_guard(snap, &index, &needs, &mut rooms, &mut self.memory, &self.config);
+        let batch = self.batch_to_carry(snap, &mut rooms);
         let initial: Vec<Resources> = rooms.iter().map(|r| r.training_room).collect();
         let plans = plan_jobs(snap, &index, &mut rooms, &split.weights, &mut self.memory, &self.config);
 
@@ -97,15 +99,40 @@ impl Core {
             .iter()
             .zip(initial)
             .zip(&snap.nodes)
-            .map(|((r, initial), node)| NodeCapacity {
+            .enumerate()
+            .map(|(i, ((r, initial), node))| NodeCapacity {
                 node: node.name.clone(),
                 allocatable: r.allocatable,
                 reserved_online: r.reserved,
                 training_room: initial.clamp_non_negative(),
                 training_planned: (initial - r.training_room).clamp_non_negative(),
+                batch: batch.as_ref().map(|b| b[i]),
             })
             .collect();
         Decision { intents, nodes, online_needs: needs, notes }
+    }
+}
+
+impl Core {
+    /// `capacity: usage`: the batch capacity each node should carry, and training's room held to
+    /// it, so that the plan never counts on room the scheduler does not see (a rise not yet
+    /// written). `None` in `capacity: requests`.
+    fn batch_to_carry(&self, snap: &Snapshot, rooms: &mut [super::capacity::NodeRoom]) -> Option<Vec<Resources>> {
+        if self.config.capacity != CapacityMode::Usage {
+            return None;
+        }
+        let carry = rooms
+            .iter_mut()
+            .zip(&snap.nodes)
+            .map(|(room, node)| {
+                let carry =
+                    batch_to_carry(node.batch, room.training_room, room.allocatable, self.config.batch_rise_threshold);
+                room.training_room.cpu_milli = room.training_room.cpu_milli.min(carry.cpu_milli);
+                room.training_room.memory_bytes = room.training_room.memory_bytes.min(carry.memory_bytes);
+                carry
+            })
+            .collect();
+        Some(carry)
     }
 }
 

@@ -106,6 +106,9 @@ pub struct Growth {
     pub because: String,
     /// The load is rising: more pods are likely to follow.
     pub rising: bool,
+    /// Factor the load (or the metric) is expected to grow by within the lead: what the usage
+    /// of the pods serving it now will grow by before more pods take a share.
+    pub trend: f64,
 }
 
 /// `ready` is the service's ready replicas now: the HPA's metric averages the ready pods it
@@ -144,7 +147,7 @@ pub fn hpa_growth(
     let base = h.current_replicas.max(h.desired_replicas).max(1);
     let want_now = demand * trend / m.target;
     if want_now <= f64::from(base) * (1.0 + config.reserve_tolerance.max(NOISE)) {
-        return Some(Growth { replicas: None, because: String::new(), rising });
+        return Some(Growth { replicas: None, because: String::new(), rising, trend });
     }
     let want = (want_now - 1e-9).ceil() as u32;
     // The HPA's syncs within the lead, each at most max(+100%, +4 pods).
@@ -153,14 +156,14 @@ pub fn hpa_growth(
     let limit = (0..syncs).fold(base, |r, _| scale_up_limit(r));
     let replicas = want.min(limit).min(h.max_replicas);
     if replicas <= base {
-        return Some(Growth { replicas: None, because: String::new(), rising });
+        return Some(Growth { replicas: None, because: String::new(), rising, trend });
     }
     let trend_words = if rising { format!(", rising x{trend:.2} over {lead:?}") } else { String::new() };
     let because = format!(
         "{seen}{trend_words} implies {replicas} replicas within {lead:?} ({syncs} HPA sync{})",
         if syncs == 1 { "" } else { "s" }
     );
-    Some(Growth { replicas: Some(replicas), because, rising })
+    Some(Growth { replicas: Some(replicas), because, rising, trend })
 }
 
 /// Replicas' worth of CPU at 100% the HPA's metric shows: the metric times the replicas it was

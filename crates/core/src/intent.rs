@@ -84,4 +84,7 @@ pub struct NodeCapacity {
     pub training_room: Resources,
     /// What the plan leaves training holding here.
     pub training_planned: Resources,
+    /// `capacity: usage`: the batch capacity the node should carry (CPU and memory; see
+    /// `publish`); `None` in `capacity: requests`.
+    pub batch: Option<Resources>,
 }

@@ -16,11 +16,12 @@ pub mod name_map;
 pub mod placer;
 pub mod plan;
 pub mod pod_index;
+pub mod publish;
 pub mod replicas;
 pub mod resources;
 pub mod snapshot;
 
-pub use config::Config;
+pub use config::{CapacityMode, Config};
 pub use decide::{Core, Decision};
 pub use intent::{NodeCapacity, Reason, ScaleIntent};
 pub use resources::Resources;
@@ -42,3 +43,5 @@ mod tests_forecast;
 mod tests_queue;
 #[cfg(test)]
 mod tests_rules;
+#[cfg(test)]
+mod tests_usage;

@@ -24,6 +24,9 @@ pub struct Node {
     pub allocatable: Resources,
     /// False for cordoned or not-ready nodes: nothing new lands there.
     pub schedulable: bool,
+    /// `capacity: usage`: the batch capacity the node carries now (its status, as the
+    /// scheduler sees it); `None` where it carries none yet.
+    pub batch: Option<Resources>,
 }
 
 /// The name of a node, service or job as pods refer to it. Shared: the pods of one node
@@ -65,6 +68,10 @@ pub struct Pod {
     /// pods that started last first (`MoreImportantPod`), and a released worker started last
     /// is a victim already leaving, not a worker killed.
     pub started: Option<Duration>,
+    /// What it uses (CPU and memory, smoothed as sampled); `None` where no usage is known, and
+    /// always in `capacity: requests`. A worker in `capacity: usage` holds its batch request in
+    /// `requests`.
+    pub usage: Option<Resources>,
 }
 
 impl Pod {

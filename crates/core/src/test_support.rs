@@ -24,7 +24,7 @@ pub(super) fn res(cpu: i64, gi: i64) -> Resources {
 }
 
 pub(super) fn node(name: &str, cpu: i64, gi: i64) -> Node {
-    Node { name: name.into(), allocatable: res(cpu, gi), schedulable: true }
+    Node { name: name.into(), allocatable: res(cpu, gi), schedulable: true, batch: None }
 }
 
 pub(super) fn cordoned(name: &str, cpu: i64, gi: i64) -> Node {
@@ -41,6 +41,7 @@ pub(super) fn pod(name: &str, class: PodClass, node: Option<&str>, requests: Res
         terminating_until: None,
         preempted: false,
         started: None,
+        usage: None,
     }
 }
 

@@ -538,7 +538,7 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
                 let name = format!("n{i}");
                 let gpu = if rng.chance(25) { 4 } else { 0 };
                 let alloc = Resources::new(rng.pick(&[4000, 8000, 16_000]), rng.pick(&[16, 32, 64]) * GI, gpu);
-                nodes.push(Node { name: name.clone(), allocatable: alloc, schedulable: !rng.chance(10) });
+                nodes.push(Node { name: name.clone(), allocatable: alloc, schedulable: !rng.chance(10), batch: None });
                 if rng.chance(60) {
                     pods.push(system(&format!("ds-{i}"), &name, res(250 * rng.below(4) as i64, rng.below(3) as i64)));
                 }
@@ -565,15 +565,18 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
             let needs: Vec<OnlineNeed> = (0..1 + rng.below(4))
                 .map(|k| {
                     let bound = rng.below(3) as u32;
+                    let replica = rng.pick(&replicas);
                     OnlineNeed {
                         service: format!("svc-{k}"),
-                        replica: rng.pick(&replicas),
+                        replica,
                         bound,
                         ready: bound,
                         expected: bound + rng.below(40) as u32,
                         headroom: rng.below(3) as u32,
                         because: "test".into(),
                         rising: false,
+                        trend: 1.0,
+                        replica_usage: replica,
                     }
                 })
                 .collect();

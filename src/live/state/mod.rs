@@ -275,6 +275,7 @@ impl ClusterState {
                     terminating_until: p.metadata.deletion_timestamp.as_ref().map(|t| translate::unix_time(&t.0)),
                     preempted: translate::pod_is_preempted(p),
                     started: p.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| translate::unix_time(&t.0)),
+                    usage: None,
                 };
                 Translated::Counted(pod, PodFacts { namespace, labels, uid: p.metadata.uid.clone(), grace })
             }

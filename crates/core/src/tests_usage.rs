@@ -1,0 +1,165 @@
+//! Unit tests of `capacity: usage`: training is given what online and system pods leave unused,
+//! published as each node's batch capacity.
+
+use super::test_support::*;
+use super::*;
+
+fn usage() -> Config {
+    Config { capacity: CapacityMode::Usage, usage_margin: 0.0, ..eager() }
+}
+
+/// `pod` using `cpu` millicores and `gi` GiB.
+fn using(pod: Pod, cpu: i64, gi: i64) -> Pod {
+    Pod { usage: Some(res(cpu, gi)), ..pod }
+}
+
+/// n1 (16 CPU, 64 GiB): web-0 requests 8 CPU and 8 GiB and uses 3 CPU; a daemon requests and
+/// uses 1 CPU. Job a has 2-CPU, 4-GiB workers (max 8) and none yet.
+fn idle_request(web_usage: Option<Resources>) -> Snapshot {
+    let web = Pod { usage: web_usage, ..online("web-0", "web", "n1", res(8000, 8)) };
+    snap(
+        100,
+        vec![node("n1", 16_000, 64)],
+        vec![web, using(system("ds", "n1", res(1000, 1)), 1000, 1)],
+        vec![service("web", res(8000, 8))],
+        vec![job("a", res(2000, 4), 1, 8, 0)],
+    )
+}
+
+#[test]
+fn usage_mode_gives_training_what_online_pods_request_and_leave_idle() {
+    let requests = decide_once(eager(), &idle_request(Some(res(3000, 8))));
+    // Requests: 16 - 8 - 1 = 7 CPU, three 2-CPU workers.
+    assert_eq!(move_of(&requests, "a"), (0, 3));
+    assert_eq!(node_cap(&requests, "n1").batch, None);
+    let usage = decide_once(usage(), &idle_request(Some(res(3000, 8))));
+    // Usage: 16 - 3 - 1 = 12 CPU, six workers; published as the node's batch capacity.
+    assert_eq!(move_of(&usage, "a"), (0, 6));
+    assert_eq!(node_cap(&usage, "n1").batch, Some(res(12_000, 64 - 8 - 1)));
+}
+
+#[test]
+fn a_pod_whose_usage_is_unknown_holds_its_request() {
+    let d = decide_once(usage(), &idle_request(None));
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(7000, 55)));
+    assert_eq!(move_of(&d, "a"), (0, 3));
+}
+
+#[test]
+fn memory_counts_at_the_larger_of_request_and_usage() {
+    // web-0 uses 20 GiB of its 8: batch memory is 64 - 20 - 1 = 43 GiB.
+    let d = decide_once(usage(), &idle_request(Some(res(3000, 20))));
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(12_000, 43)));
+    // And a worker needing 4 GiB fits ten times in 43 GiB: CPU (six) binds, not memory.
+    assert_eq!(move_of(&d, "a"), (0, 6));
+}
+
+#[test]
+fn the_usage_margin_comes_off_cpu_and_memory() {
+    let config = Config { usage_margin: 0.25, ..usage() };
+    let d = decide_once(config, &idle_request(Some(res(3000, 8))));
+    // 12 CPU - 4; 55 GiB - 16.
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(8000, 39)));
+    assert_eq!(move_of(&d, "a"), (0, 4));
+}
+
+/// Workers in usage mode request batch resources only: they hold no room from the scheduler's
+/// view, so a coming online pod does not need them to leave for the scheduler's sake, only for
+/// the CPU it will use.
+#[test]
+fn workers_hold_no_scheduler_room_and_coming_pods_hold_what_they_will_use() {
+    let w = res(2000, 4);
+    let web = |name: &str| using(online(name, "web", "n1", res(4000, 4)), 2400, 4);
+    let mut svc = service_with_hpa("web", res(4000, 4), 2, 3);
+    svc.hpa.as_mut().unwrap().metric = Some(HpaMetric { current: 0.6, target: 0.6 });
+    let s = snap(
+        100,
+        vec![node("n1", 16_000, 64)],
+        [vec![web("web-0"), web("web-1")], workers("a", "n1", 0..5, w)].concat(),
+        vec![svc],
+        vec![job("a", w, 1, 8, 5)],
+    );
+    let d = decide_once(usage(), &s);
+    let room = node_cap(&d, "n1");
+    // The third replica is reserved at its request for the scheduler, and holds 4 CPU x 0.6 of
+    // training room: 16 - 2 x 2.4 - 2.4 = 8.8 CPU, four workers.
+    assert_eq!(room.reserved_online, res(4000, 4));
+    assert_eq!(room.training_room, res(8800, 64 - 8 - 4));
+    assert_eq!(move_of(&d, "a"), (5, 4));
+    assert_eq!(the_intent(&d, "a").reason, Reason::OnlineHeadroom);
+}
+
+/// A rising load grows the usage of the pods serving it before the HPA adds any: training's
+/// room on the nodes of that service shrinks by the forecast growth, and only there.
+#[test]
+fn a_rising_load_lowers_batch_capacity_on_the_services_nodes_only() {
+    let w = res(1000, 1);
+    let mut svc = service_with_hpa("web", res(4000, 4), 1, 1);
+    let h = svc.hpa.as_mut().unwrap();
+    h.metric = Some(HpaMetric { current: 0.5, target: 0.6 });
+    // 100 -> 150 requests/s over 30 s: x1.5 over the trend window, extrapolated over the lead.
+    svc.load = (0..=6).map(|k| Sample { at: secs(70 + 5 * k), value: 100.0 + 50.0 * k as f64 / 6.0 }).collect();
+    let pods = vec![using(online("web-0", "web", "n1", res(4000, 4)), 2000, 4)];
+    let s = snap(100, vec![node("n1", 8000, 32), node("n2", 8000, 32)], pods, vec![svc], vec![job("a", w, 1, 16, 0)]);
+    let d = decide_once(usage(), &s);
+    let trend = need(&d, "web").trend;
+    assert!(trend > 1.0, "the load rises: {trend}");
+    let n1 = node_cap(&d, "n1").batch.unwrap();
+    let expected = 8000 - (2000.0 * trend).ceil() as i64;
+    assert_eq!(n1.cpu_milli, expected);
+    assert_eq!(node_cap(&d, "n2").batch.unwrap().cpu_milli, 8000);
+}
+
+/// The node carries what it was last written; a rise within the threshold is not written, and
+/// training is held to what the node carries, so the scheduler can place every worker planned.
+#[test]
+fn training_is_held_to_the_batch_capacity_the_node_carries() {
+    let mut s = idle_request(Some(res(3000, 8)));
+    s.nodes[0].batch = Some(res(11_000, 55));
+    let d = decide_once(usage(), &s);
+    // Should be 12 CPU: 9% above 11, within the 10% threshold, so it stays at 11 (five workers).
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(11_000, 55)));
+    assert_eq!(move_of(&d, "a"), (0, 5));
+    // A fall is written at once.
+    s.nodes[0].batch = Some(res(14_000, 55));
+    let d = decide_once(usage(), &s);
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(12_000, 55)));
+    assert_eq!(move_of(&d, "a"), (0, 6));
+}
+
+/// Memory cannot be taken back: when online memory grows into what workers hold, the job on
+/// that node shrinks through its master before the kubelet would evict.
+#[test]
+fn online_memory_growth_shrinks_the_workers_on_that_node() {
+    let w = res(1000, 8);
+    let pods = [
+        vec![using(online("web-0", "web", "n1", res(2000, 8)), 1000, 30)],
+        workers("a", "n1", 0..4, w),
+        workers("a", "n2", 4..8, w),
+    ]
+    .concat();
+    let s = snap(
+        100,
+        vec![node("n1", 16_000, 64), node("n2", 16_000, 64)],
+        pods,
+        vec![service("web", res(2000, 8))],
+        vec![job("a", w, 1, 8, 8)],
+    );
+    let d = decide_once(usage(), &s);
+    // n1 leaves 64 - 30 = 34 GiB: four 8-GiB workers fit, and fit still; at 40 GiB used, only three.
+    assert_no_intents(&d);
+    let mut s = s;
+    s.pods[0].usage = Some(res(1000, 40));
+    let d = decide_once(usage(), &s);
+    let i = the_intent(&d, "a");
+    assert_eq!((i.from, i.target), (8, 7));
+    assert_eq!(i.release_nodes, ["n1"]);
+}
+
+#[test]
+fn requests_mode_ignores_usage() {
+    let with = decide_once(eager(), &idle_request(Some(res(3000, 8))));
+    let without = decide_once(eager(), &idle_request(None));
+    assert_eq!(with.intents, without.intents);
+    assert_eq!(with.nodes, without.nodes);
+}
