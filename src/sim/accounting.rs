@@ -15,6 +15,7 @@ impl World<'_> {
             t: self.now,
             allocation: 0.0,
             gpu_allocation: 0.0,
+            cpu_usage: 0.0,
             system_cpu: 0.0,
             online_cpu: 0.0,
             training_cpu: 0.0,
@@ -48,6 +49,11 @@ impl World<'_> {
         }
         let allocatable = self.cluster.allocatable();
         row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu) / allocatable.cpu_cores();
+        let (nodes, pace) = self.cpu_use();
+        let used: f64 = nodes.iter().map(|n| n.online_system + n.workers).sum();
+        row.cpu_usage = used / allocatable.cpu_cores();
+        acc.best_effort_asked += nodes.iter().map(|n| n.best_effort_asked).sum::<f64>() * dt;
+        acc.best_effort_got += nodes.iter().map(|n| n.best_effort_got).sum::<f64>() * dt;
         if allocatable.gpu > 0 {
             row.gpu_allocation = gpus as f64 / allocatable.gpu as f64;
         }
@@ -62,12 +68,13 @@ impl World<'_> {
             let keep = spec.controller.latency_window.as_secs_f64() + spec.observation.scrape_interval.as_secs_f64();
             self.services[s].served.record(self.now, load * dt, p99, keep);
         }
-        for job in &mut self.jobs {
-            job.train(self.now, dt);
+        for (job, pace) in self.jobs.iter_mut().zip(pace) {
+            job.train(self.now, dt, pace);
             row.workers.push(job.active_workers());
         }
         acc.time += dt;
         acc.allocation += row.allocation * dt;
+        acc.cpu_usage += row.cpu_usage * dt;
         acc.gpu_allocation += row.gpu_allocation * dt;
         if row.allocation + 1e-9 >= spec.controller.target_utilization {
             acc.above_target += dt;
@@ -114,10 +121,13 @@ impl World<'_> {
         PolicyResult {
             policy: self.policy.as_str().to_string(),
             avg_cpu_allocation: acc.allocation / time,
+            avg_cpu_usage: acc.cpu_usage / time,
+            worker_cpu_received: (acc.best_effort_asked > 0.0).then(|| acc.best_effort_got / acc.best_effort_asked),
+            batch_evictions: self.batch_evictions,
             time_above_target: acc.above_target / time,
             slo_violation_s: acc.slo_violation,
             pending_online_pod_s: acc.pending_online,
-            forced_preemptions: self.scheduler_preemptions,
+            forced_preemptions: self.scheduler_preemptions + self.batch_evictions,
             scheduler_preemptions: self.scheduler_preemptions,
             // See `schedule`: replay's masters honour every shrink at once.
             controller_forced_preemptions: 0,

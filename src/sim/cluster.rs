@@ -66,6 +66,9 @@ pub struct SimPod {
     pub name: String,
     pub kind: PodKind,
     pub requests: Resources,
+    /// A BestEffort worker's request of its node's batch capacity (`capacity: usage`): CPU and
+    /// memory it asks the scheduler for instead of `requests`, which then holds its GPUs only.
+    pub batch: Resources,
     pub node: Option<usize>,
     pub created_at: f64,
     pub ready_at: Option<f64>,
@@ -111,6 +114,10 @@ pub struct SimNode {
     pub nominated: Resources,
     /// Leaving pods here that a preemption picked: while any remains, pods nominated here wait.
     pub victims_leaving: u32,
+    /// The batch capacity the node carries (`capacity: usage`, as colocate last wrote it).
+    pub batch_capacity: Resources,
+    /// Batch requests of every pod bound here, leaving ones included.
+    pub batch_used: Resources,
 }
 
 /// How an online pod that does not fit gets room.
@@ -200,6 +207,8 @@ impl Cluster {
             leaving: Resources::ZERO,
             nominated: Resources::ZERO,
             victims_leaving: 0,
+            batch_capacity: Resources::ZERO,
+            batch_used: Resources::ZERO,
         });
         self.node_pods.push(Vec::new());
         self.room_events += 1;
@@ -211,12 +220,25 @@ impl Cluster {
     }
 
     pub fn create(&mut self, name: String, kind: PodKind, requests: Resources, now: f64) -> PodId {
+        self.create_with_batch(name, kind, requests, Resources::ZERO, now)
+    }
+
+    /// A pod requesting `batch` of its node's batch capacity beside `requests`.
+    pub fn create_with_batch(
+        &mut self,
+        name: String,
+        kind: PodKind,
+        requests: Resources,
+        batch: Resources,
+        now: f64,
+    ) -> PodId {
         let id = self.next_id;
         self.next_id += 1;
         let pod = SimPod {
             name,
             kind,
             requests,
+            batch,
             node: None,
             created_at: now,
             ready_at: None,
@@ -239,6 +261,7 @@ impl Cluster {
         }
         pod.ready_at = Some(ready_at);
         self.nodes[node].used += pod.requests;
+        self.nodes[node].batch_used += pod.batch;
         // kwok's status update follows the bind within milliseconds: the pod stays last.
         self.node_pods[node].push(id);
     }
@@ -336,6 +359,7 @@ impl Cluster {
         if let Some(n) = pod.node {
             self.unlist(n, id);
             self.nodes[n].used -= pod.requests;
+            self.nodes[n].batch_used -= pod.batch;
             self.room_events += 1;
             if pod.leaving_at.is_some() {
                 self.nodes[n].leaving -= pod.requests;
@@ -384,6 +408,24 @@ impl Cluster {
             fitting.max_by_key(|n| (key(n), std::cmp::Reverse(*n)))
         } else {
             fitting.min_by_key(|n| (key(n), *n))
+        }
+    }
+
+    /// Best node for a pod requesting `batch` of the nodes' batch capacity beside `requests`:
+    /// the tightest fit of batch capacity among the nodes where both fit.
+    pub fn pick_batch_node(&self, requests: &Resources, batch: &Resources) -> Option<usize> {
+        let open = |n: usize| self.nodes[n].batch_capacity - self.nodes[n].batch_used;
+        (0..self.nodes.len())
+            .filter(|&n| requests.fits_in(&(self.free(n) - self.nodes[n].nominated)) && batch.fits_in(&open(n)))
+            .min_by_key(|&n| (open(n).cpu_milli, open(n).memory_bytes, n))
+    }
+
+    /// Sets the batch capacity node `n` carries; a rise is an event that frees room.
+    pub fn set_batch_capacity(&mut self, n: usize, batch: Resources) {
+        let before = self.nodes[n].batch_capacity;
+        self.nodes[n].batch_capacity = batch;
+        if !batch.fits_in(&before) {
+            self.room_events += 1;
         }
     }
 
@@ -440,11 +482,13 @@ impl Cluster {
                 continue;
             }
             let requests = pod.requests;
+            let batch = pod.batch;
             let online = matches!(pod.kind, PodKind::Online { .. });
             let nominated = pod.nominated;
             // Its own nomination's room is its to use.
             let target = match nominated {
                 Some(n) if requests.fits_in(&(self.free(n) - self.nodes[n].nominated + requests)) => Some(n),
+                _ if !batch.is_zero() => self.pick_batch_node(&requests, &batch),
                 _ => self.pick_node(&requests, online),
             };
             let mode = if online && target.is_none() { preemption(pod) } else { Preemption::Never };

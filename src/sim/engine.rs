@@ -23,7 +23,7 @@ use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::HpaSync;
 use super::service::{p99_seconds, utilization, HpaState, LatencyHistory};
 use super::window_plan::Window;
-use crate::core::{Core, Sample, ScaleIntent, WorkReport};
+use crate::core::{CapacityMode, Config, Core, Sample, ScaleIntent, WorkReport};
 
 pub struct SimService {
     pub hpa: HpaState,
@@ -33,6 +33,9 @@ pub struct SimService {
     pub samples: VecDeque<Sample>,
     /// The controller's last p99 sample, seconds.
     pub p99_sample: Option<f64>,
+    /// The load its pods' CPU usage was last sampled at (requests/s, over the load window):
+    /// cAdvisor's counters through the same Prometheus as the load.
+    pub usage_sample: Option<f64>,
     /// Each step's requests and their p99, for the p99 samples.
     pub served: LatencyHistory,
     /// Every sync of its HPA so far.
@@ -59,6 +62,8 @@ pub struct World<'a> {
     pub(super) scheduler_victims_leaving: u64,
     /// Running workers the scheduler preempted that had been bound under `YOUNG_VICTIM_S`.
     pub(super) scheduler_kills_young: u64,
+    /// BestEffort workers the kubelet evicted for memory.
+    pub(super) batch_evictions: u64,
     intents: Vec<(f64, ScaleIntent)>,
     next_sample: f64,
     next_status: f64,
@@ -127,14 +132,29 @@ impl<'a> World<'a> {
                 load,
                 samples: VecDeque::new(),
                 p99_sample: None,
+                usage_sample: None,
                 served: LatencyHistory::default(),
                 syncs: Vec::new(),
                 creating: VecDeque::new(),
             });
         }
-        let jobs: Vec<SimJob> = spec.jobs.iter().cloned().map(SimJob::new).collect();
+        let best_effort = policy == Policy::ColocateUsage;
+        let jobs: Vec<SimJob> = spec
+            .jobs
+            .iter()
+            .cloned()
+            .map(|j| {
+                let mut job = SimJob::new(j);
+                job.best_effort = best_effort;
+                job
+            })
+            .collect();
         let reported = vec![MasterReport::default(); jobs.len()];
-        let core = (policy == Policy::Colocate).then(|| Core::new(spec.controller.clone()));
+        let core = match policy {
+            Policy::Colocate => Some(Core::new(spec.controller.clone())),
+            Policy::ColocateUsage => Some(Core::new(Config { capacity: CapacityMode::Usage, ..spec.controller.clone() })),
+            _ => None,
+        };
         World {
             scenario,
             policy,
@@ -148,6 +168,7 @@ impl<'a> World<'a> {
             scheduler_preemptions: 0,
             scheduler_victims_leaving: 0,
             scheduler_kills_young: 0,
+            batch_evictions: 0,
             intents: Vec::new(),
             next_sample: 0.0,
             next_status: 0.0,
@@ -221,7 +242,7 @@ impl<'a> World<'a> {
         // exists): it releases for the whole step, not for what the victims leave over.
         // Deciding after them, replay would release 6 workers where live releases 12 (flash
         // crowd, in place).
-        let intents = (self.policy == Policy::Colocate).then(|| self.colocate_decide());
+        let intents = self.policy.is_colocate().then(|| self.colocate_decide());
         self.schedule();
         // A pod whose grace period ends now is gone a moment later (a kubelet removes a pod
         // only once its grace period is over, then reports it and deletes it): the pods this
@@ -239,6 +260,9 @@ impl<'a> World<'a> {
         self.schedule();
         if self.policy.is_gang() {
             self.admit_gang_jobs();
+        }
+        if self.policy == Policy::ColocateUsage {
+            self.evict_for_memory();
         }
         let mut members = vec![Vec::new(); self.jobs.len()];
         for (id, p) in &self.cluster.pods {
@@ -298,6 +322,7 @@ impl<'a> World<'a> {
             state.samples.pop_front();
         }
         state.p99_sample = latency_signal.then_some(p99);
+        state.usage_sample = Some(rate);
     }
 
     /// A finished job's workers exit at once.
@@ -330,6 +355,7 @@ impl<'a> World<'a> {
                 let started = w.jobs_at;
                 for s in &mut self.services {
                     s.samples.clear();
+                    s.usage_sample = None;
                 }
                 self.next_sample = started;
                 self.next_status = started;
@@ -353,7 +379,7 @@ impl<'a> World<'a> {
                     self.gang_queue.push_back(j);
                     self.gang_tried = None;
                 }
-                Policy::Colocate | Policy::OnlineOnly => {}
+                Policy::Colocate | Policy::ColocateUsage | Policy::OnlineOnly => {}
             }
         }
     }
@@ -379,7 +405,14 @@ impl<'a> World<'a> {
         self.poll_status();
         let snap = self.snapshot();
         let core = self.core.as_mut().expect("colocate has a core");
-        core.decide(&snap).intents
+        let decision = core.decide(&snap);
+        // The batch capacity it publishes reaches the nodes as it decides (a status patch).
+        for (n, node) in decision.nodes.iter().enumerate() {
+            if let Some(batch) = node.batch {
+                self.cluster.set_batch_capacity(n, batch);
+            }
+        }
+        decision.intents
     }
 
     /// The masters act on the controller's intents.
@@ -417,11 +450,11 @@ impl<'a> World<'a> {
             Policy::Preemption => Preemption::Workers,
             Policy::Gang | Policy::GangBackfill => Preemption::WholeJobs,
             // kube-scheduler preempts for these pods whatever the controller plans.
-            Policy::Colocate if preempts(p) => Preemption::Workers,
+            Policy::Colocate | Policy::ColocateUsage if preempts(p) => Preemption::Workers,
             // Pods that do not preempt wait for the room colocate's shrinks free. Its deadline
             // deletes only workers a master neither released nor is removing (live); replay's
             // masters release what they are asked at once, so it never fires here.
-            Policy::Colocate => Preemption::Never,
+            Policy::Colocate | Policy::ColocateUsage => Preemption::Never,
         };
         let seed = spec.seed;
         let ready_delay = |p: &SimPod| match p.kind {
@@ -471,7 +504,7 @@ impl<'a> World<'a> {
                 }
                 // The master still wants its target: the job's controller (a ReplicaSet, the
                 // framework) replaces the lost workers with pods that wait for room.
-                Policy::Colocate => job.create_workers(&mut self.cluster, j, job.target, now),
+                Policy::Colocate | Policy::ColocateUsage => job.create_workers(&mut self.cluster, j, job.target, now),
                 Policy::OnlineOnly => {}
             }
         }
@@ -516,6 +549,10 @@ impl<'a> World<'a> {
 pub(super) struct Accumulator {
     pub(super) time: f64,
     pub(super) allocation: f64,
+    pub(super) cpu_usage: f64,
+    /// CPU-seconds BestEffort workers asked for and got.
+    pub(super) best_effort_asked: f64,
+    pub(super) best_effort_got: f64,
     pub(super) gpu_allocation: f64,
     pub(super) above_target: f64,
     pub(super) slo_violation: f64,

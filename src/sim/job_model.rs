@@ -9,7 +9,7 @@
 use super::cluster::{Cluster, PodId, PodKind};
 use super::policy::draw;
 use super::scenario::JobSpec;
-use crate::core::WorkReport;
+use crate::core::{Resources, WorkReport};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -50,6 +50,9 @@ pub struct SimJob {
     checkpoint_at: f64,
     /// Samples thrown away by rollbacks to a checkpoint.
     pub lost: f64,
+    /// Its workers are BestEffort (`capacity: usage`): they request the nodes' batch capacity
+    /// instead of `cpu` and `memory`, and train as fast as the CPU left to them allows.
+    pub best_effort: bool,
 }
 
 impl SimJob {
@@ -73,6 +76,7 @@ impl SimJob {
             checkpoint: 0.0,
             checkpoint_at: 0.0,
             lost: 0.0,
+            best_effort: false,
         }
     }
 
@@ -92,9 +96,16 @@ impl SimJob {
     /// Creates pending worker pods until `count` exist.
     pub fn create_workers(&mut self, cluster: &mut Cluster, j: usize, count: u32, now: f64) {
         let have = Self::pods(cluster, j).count() as u32;
+        let worker = self.spec.worker.resources();
+        // BestEffort: CPU and memory asked of the batch capacity; GPUs are requested as ever.
+        let (requests, batch) = if self.best_effort {
+            (Resources { gpu: worker.gpu, ..Resources::ZERO }, Resources { gpu: 0, ..worker })
+        } else {
+            (worker, Resources::ZERO)
+        };
         for _ in have..count {
             let name = self.next_worker_name(cluster.tie_seed);
-            cluster.create(name, PodKind::Worker { job: j }, self.spec.worker.resources(), now);
+            cluster.create_with_batch(name, PodKind::Worker { job: j }, requests, batch, now);
         }
     }
 
@@ -178,9 +189,11 @@ impl SimJob {
         self.spec.throughput_per_worker * f64::from(n).powf(self.spec.scaling_efficiency)
     }
 
-    /// Trains for `dt` seconds from `now`; returns samples processed. Completes the job when
-    /// its work is done (the completion time is interpolated inside the step).
-    pub fn train(&mut self, now: f64, dt: f64) -> f64 {
+    /// Trains for `dt` seconds from `now` at `speed` (the fraction of the CPU its workers
+    /// request that the slowest of them gets: a synchronous step waits for the slowest);
+    /// returns samples processed. Completes the job when its work is done (the completion
+    /// time is interpolated inside the step).
+    pub fn train(&mut self, now: f64, dt: f64, speed: f64) -> f64 {
         let n = self.active_workers();
         if self.phase != Phase::Running {
             return 0.0;
@@ -191,7 +204,7 @@ impl SimJob {
         }
         let start = self.paused_until.max(now);
         let usable = (now + dt - start).max(0.0);
-        let rate = self.rate(n);
+        let rate = self.rate(n) * speed;
         if now - self.checkpoint_at >= self.spec.checkpoint_interval.as_secs_f64() {
             self.checkpoint = self.progress;
             self.checkpoint_at = now;

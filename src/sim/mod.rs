@@ -27,6 +27,7 @@ pub mod spec;
 pub mod spike;
 pub mod svg;
 pub mod units;
+mod usage;
 pub mod window;
 pub mod window_plan;
 pub mod worth;

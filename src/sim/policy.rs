@@ -5,8 +5,12 @@ use std::str::FromStr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Policy {
-    /// This project's controller: the decision core shrinks and grows jobs through their masters.
+    /// This project's controller: the decision core shrinks and grows jobs through their masters,
+    /// with the scenario's `controller` block as written (`capacity: requests` unless it says).
     Colocate,
+    /// The controller with `capacity: usage`: workers request the batch capacity it publishes
+    /// on each node (what online and system pods leave unused) and run BestEffort.
+    ColocateUsage,
     /// No controller: elastic jobs start as large as fits; online pods preempt workers.
     Preemption,
     /// Rigid jobs, FIFO: the head job starts when all its `gang_workers` fit, and the jobs behind
@@ -20,8 +24,19 @@ pub enum Policy {
 }
 
 impl Policy {
-    pub const ALL: [Policy; 5] =
-        [Policy::Colocate, Policy::Preemption, Policy::Gang, Policy::GangBackfill, Policy::OnlineOnly];
+    pub const ALL: [Policy; 6] = [
+        Policy::Colocate,
+        Policy::ColocateUsage,
+        Policy::Preemption,
+        Policy::Gang,
+        Policy::GangBackfill,
+        Policy::OnlineOnly,
+    ];
+
+    /// The decision core runs it.
+    pub fn is_colocate(&self) -> bool {
+        matches!(self, Policy::Colocate | Policy::ColocateUsage)
+    }
 
     /// Rigid jobs at `gang_workers`, queued, preempted as a whole.
     pub fn is_gang(&self) -> bool {
@@ -31,6 +46,7 @@ impl Policy {
     pub fn as_str(&self) -> &'static str {
         match self {
             Policy::Colocate => "colocate",
+            Policy::ColocateUsage => "colocate-usage",
             Policy::Preemption => "preemption",
             Policy::Gang => "gang",
             Policy::GangBackfill => "gang-backfill",

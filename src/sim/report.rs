@@ -39,10 +39,19 @@ impl Report {
 pub struct PolicyResult {
     pub policy: String,
     pub avg_cpu_allocation: f64,
+    /// v1.2: CPU the cluster's pods use over its allocatable, averaged over time: the
+    /// utilization `capacity: usage` raises (see `sim/usage.rs` for what each pod uses).
+    pub avg_cpu_usage: f64,
+    /// v1.2: of the CPU-seconds BestEffort workers asked for, the fraction they got; null
+    /// where no worker was BestEffort.
+    pub worker_cpu_received: Option<f64>,
+    /// v1.2: BestEffort workers the kubelet evicted for memory (also in `forced_preemptions`).
+    pub batch_evictions: u64,
     pub time_above_target: f64,
     pub slo_violation_s: f64,
     pub pending_online_pod_s: f64,
-    /// Workers (or gang jobs' workers) killed without a graceful shrink: the sum of the next two.
+    /// Workers (or gang jobs' workers) killed without a graceful shrink: the sum of the next
+    /// two and `batch_evictions`.
     pub forced_preemptions: u64,
     /// Added key: running workers the scheduler preempted for online pods.
     pub scheduler_preemptions: u64,
@@ -111,6 +120,16 @@ impl JobFigures {
     }
 }
 
+/// Workers killed: by the scheduler + by the controller's deadline, + evicted for memory where
+/// any were.
+fn killed(r: &PolicyResult) -> String {
+    let mut s = format!("{} + {}", r.scheduler_preemptions, r.controller_forced_preemptions);
+    if r.batch_evictions > 0 {
+        s.push_str(&format!(" + {} evicted", r.batch_evictions));
+    }
+    s
+}
+
 fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
@@ -137,6 +156,8 @@ pub struct TimelineRow {
     pub allocation: f64,
     /// Requested GPUs over allocatable ones; 0 on a cluster without GPUs.
     pub gpu_allocation: f64,
+    /// CPU used over allocatable.
+    pub cpu_usage: f64,
     pub system_cpu: f64,
     pub online_cpu: f64,
     pub training_cpu: f64,
@@ -203,7 +224,7 @@ impl Report {
         );
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
         let Shown { jct, gpu } = self.shown();
-        let mut header: Vec<String> = vec!["policy".into(), "avg CPU alloc".into()];
+        let mut header: Vec<String> = vec!["policy".into(), "avg CPU alloc".into(), "avg CPU usage".into()];
         if gpu {
             header.push("avg GPU alloc".into());
         }
@@ -239,7 +260,8 @@ impl Report {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let mut row = vec![r.policy.clone(), format!("{:.3}", r.avg_cpu_allocation)];
+                let mut row =
+                    vec![r.policy.clone(), format!("{:.3}", r.avg_cpu_allocation), format!("{:.3}", r.avg_cpu_usage)];
                 if gpu {
                     row.push(r.avg_gpu_allocation.map_or("-".to_string(), |g| format!("{g:.3}")));
                 }
@@ -247,7 +269,7 @@ impl Report {
                     format!("{:.3}", r.time_above_target),
                     format!("{:.0}", r.slo_violation_s),
                     format!("{:.0}", r.pending_online_pod_s),
-                    format!("{} + {}", r.scheduler_preemptions, r.controller_forced_preemptions),
+                    killed(r),
                     r.rescale_events.to_string(),
                     format!("{:.4e}", r.training_samples),
                     opt(r.makespan_s),
@@ -315,7 +337,8 @@ pub fn timeline_csv(policies: &[(&str, &[TimelineRow])], services: &[String], jo
     } else {
         out.push_str(",jobs_with_workers,workers");
     }
-    out.push('\n');
+    // Added last, so that every column before it keeps its place.
+    out.push_str(",cpu_usage\n");
     for (policy, rows) in policies {
         for r in *rows {
             let _ = write!(
@@ -340,7 +363,7 @@ pub fn timeline_csv(policies: &[(&str, &[TimelineRow])], services: &[String], jo
                 let running = r.workers.iter().filter(|&&w| w > 0).count();
                 let _ = write!(out, ",{running},{}", r.workers.iter().map(|&w| u64::from(w)).sum::<u64>());
             }
-            out.push('\n');
+            let _ = writeln!(out, ",{:.4}", r.cpu_usage);
         }
     }
     out

@@ -7,7 +7,9 @@ use std::time::Duration;
 use super::cluster::PodKind;
 use super::engine::World;
 use super::job_model::SimJob;
-use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Service, SharedName, Snapshot};
+use super::policy::Policy;
+use super::service::utilization;
+use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Resources, Service, SharedName, Snapshot};
 
 impl World<'_> {
     /// What `colocate` sees now (see the module's doc).
@@ -19,11 +21,26 @@ impl World<'_> {
 fn build_snapshot(world: &World) -> Snapshot {
     let spec = &world.scenario.spec;
     let now = world.now;
+    let usage_mode = world.policy == Policy::ColocateUsage;
     let nodes = world
         .cluster
         .nodes
         .iter()
-        .map(|n| Node { name: n.name.clone(), allocatable: n.allocatable, schedulable: true, batch: None })
+        .map(|n| Node {
+            name: n.name.clone(),
+            allocatable: n.allocatable,
+            schedulable: true,
+            batch: usage_mode.then_some(n.batch_capacity),
+        })
+        .collect();
+    // Usage as sampled: a ready replica's CPU at its service's sampled load, spread evenly over
+    // the ready replicas (a load balancer's share); memory as requested. A replica starting,
+    // or a service not sampled yet, has no usage (the core counts its request).
+    let per_replica: Vec<Option<f64>> = (0..spec.services.len())
+        .map(|s| {
+            let (_, ready) = world.replica_counts(s);
+            world.services[s].usage_sample.filter(|_| usage_mode).map(|rate| utilization(&spec.services[s], rate, ready))
+        })
         .collect();
     let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();
     // One shared copy of each name for all the pods that refer to it (core::SharedName).
@@ -40,17 +57,27 @@ fn build_snapshot(world: &World) -> Snapshot {
                 PodKind::Online { service } => PodClass::Online { service: service_names[service].clone() },
                 PodKind::Worker { job } => PodClass::Worker { job: job_names[job].clone() },
             };
+            let usage = match p.kind {
+                _ if !usage_mode || p.node.is_none() => None,
+                PodKind::System => Some(p.requests),
+                PodKind::Online { service } if p.is_ready(now) => per_replica[service].map(|u| Resources {
+                    cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64,
+                    ..p.requests
+                }),
+                _ => None,
+            };
             Pod {
                 name: p.name.clone(),
                 class,
                 node: p.node.map(|n| node_names[n].clone()),
-                requests: p.requests,
+                // A BestEffort worker holds its batch request (and its GPUs).
+                requests: p.requests + p.batch,
                 ready: p.is_ready(now),
                 terminating_until: p.leaving_at.map(Duration::from_secs_f64),
                 preempted: p.preempted,
                 // As kube-scheduler's preemption ranks it, whole wall-clock seconds.
                 started: p.node.map(|_| Duration::from_secs(world.cluster.started_s(p).max(0).unsigned_abs())),
-                usage: None,
+                usage,
             }
         })
         .collect();

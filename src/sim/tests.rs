@@ -598,7 +598,7 @@ fn throughput_is_n_to_the_scaling_efficiency() {
         let (mut c, mut job) = running(job_spec(1, 16, efficiency, 0, None));
         set_workers(&mut c, &mut job, n, 0.0);
         assert_eq!(job.active_workers(), n);
-        let done = job.train(0.0, 2.0);
+        let done = job.train(0.0, 2.0, 1.0);
         assert!((done - 2.0 * rate).abs() < 1e-9, "{n} workers at {efficiency}: {done}");
         assert!((job.progress - done).abs() < 1e-12);
         assert_eq!(job.worker_seconds, 2.0 * n as f64);
@@ -609,16 +609,16 @@ fn throughput_is_n_to_the_scaling_efficiency() {
 fn below_min_workers_there_is_no_progress() {
     let (mut c, mut job) = running(job_spec(3, 8, 1.0, 0, None));
     set_workers(&mut c, &mut job, 2, 0.0);
-    assert_eq!(job.train(0.0, 5.0), 0.0);
+    assert_eq!(job.train(0.0, 5.0, 1.0), 0.0);
     assert_eq!(job.progress, 0.0);
     // The workers are still paid for.
     assert_eq!(job.worker_seconds, 10.0);
     set_workers(&mut c, &mut job, 3, 5.0);
     // With a third worker it trains (a membership change, but rescale_cost is 0 here).
-    assert_eq!(job.train(5.0, 1.0), 30.0);
+    assert_eq!(job.train(5.0, 1.0, 1.0), 30.0);
     // A job that is not running does not train.
     job.phase = Phase::Waiting;
-    assert_eq!(job.train(6.0, 1.0), 0.0);
+    assert_eq!(job.train(6.0, 1.0, 1.0), 0.0);
 }
 
 #[test]
@@ -627,7 +627,7 @@ fn a_membership_change_pauses_for_rescale_cost_and_counts_once() {
     // The first workers are not a rescale and do not pause.
     set_workers(&mut c, &mut job, 4, 0.0);
     assert_eq!(job.rescale_events, 0);
-    assert_eq!(job.train(0.0, 1.0), 40.0);
+    assert_eq!(job.train(0.0, 1.0, 1.0), 40.0);
     // The same members again: nothing happens.
     job.observe_members(&c, 0, 1.0);
     assert_eq!(job.rescale_events, 0);
@@ -635,9 +635,9 @@ fn a_membership_change_pauses_for_rescale_cost_and_counts_once() {
     set_workers(&mut c, &mut job, 5, 10.0);
     assert_eq!(job.rescale_events, 1);
     assert_eq!(job.paused_until, 15.0);
-    assert_eq!(job.train(10.0, 1.0), 0.0);
-    assert_eq!(job.train(14.5, 1.0), 25.0); // half a second of 50/s
-    assert_eq!(job.train(15.0, 1.0), 50.0);
+    assert_eq!(job.train(10.0, 1.0, 1.0), 0.0);
+    assert_eq!(job.train(14.5, 1.0, 1.0), 25.0); // half a second of 50/s
+    assert_eq!(job.train(15.0, 1.0, 1.0), 50.0);
     // Losing a worker is a change too; a worker leaving gracefully leaves the membership at once.
     let last = SimJob::pods(&c, 0).map(|(id, _)| id).last().unwrap();
     c.delete(last, 20.0, 2.0);
@@ -658,28 +658,28 @@ fn resuming_after_losing_every_worker_pauses_without_a_rescale_event() {
     set_workers(&mut c, &mut job, 2, 20.0);
     assert_eq!(job.rescale_events, 0);
     assert_eq!(job.paused_until, 25.0);
-    assert_eq!(job.train(20.0, 10.0), 100.0); // 5 s of 20/s
+    assert_eq!(job.train(20.0, 10.0, 1.0), 100.0); // 5 s of 20/s
 }
 
 #[test]
 fn completion_time_is_interpolated_inside_the_step() {
     let (mut c, mut job) = running(job_spec(1, 8, 1.0, 0, Some(100.0)));
     set_workers(&mut c, &mut job, 2, 0.0);
-    assert_eq!(job.train(0.0, 4.0), 80.0);
+    assert_eq!(job.train(0.0, 4.0, 1.0), 80.0);
     assert_eq!(job.phase, Phase::Running);
     // 20 left at 20/s: done 1 s into the step from 4 s, and no more than the work is counted.
-    assert_eq!(job.train(4.0, 4.0), 20.0);
+    assert_eq!(job.train(4.0, 4.0, 1.0), 20.0);
     assert_eq!(job.phase, Phase::Completed);
     assert_eq!(job.completed_at, Some(5.0));
     assert_eq!(job.progress, 100.0);
-    assert_eq!(job.train(8.0, 4.0), 0.0);
+    assert_eq!(job.train(8.0, 4.0, 1.0), 0.0);
 
     // With a pause inside the step the work starts when the pause ends.
     let (mut c, mut job) = running(job_spec(1, 8, 1.0, 0, Some(100.0)));
     set_workers(&mut c, &mut job, 2, 0.0);
-    job.train(0.0, 4.0);
+    job.train(0.0, 4.0, 1.0);
     job.paused_until = 4.5;
-    assert_eq!(job.train(4.0, 4.0), 20.0);
+    assert_eq!(job.train(4.0, 4.0, 1.0), 20.0);
     assert_eq!(job.completed_at, Some(5.5));
 }
 

@@ -263,10 +263,15 @@ pub fn node_rooms(
             room.training_room -= room.allocatable.scaled_up(config.safety_margin);
         }
     }
-    if usage_mode && config.usage_margin > 0.0 {
+    if usage_mode {
         for room in &mut rooms {
             // CPU and memory, which usage moves; GPUs are held by requests in either mode.
-            room.training_room -= Resources { gpu: 0, ..room.allocatable.scaled_up(config.usage_margin) };
+            let a = room.allocatable;
+            room.training_room -= Resources {
+                cpu_milli: a.scaled_up(config.usage_cpu_margin).cpu_milli,
+                memory_bytes: a.scaled_up(config.usage_memory_margin).memory_bytes,
+                gpu: 0,
+            };
         }
     }
     (rooms, unplaced)

@@ -21,12 +21,19 @@ pub struct Config {
     /// well: workers request only the node's batch resources, run BestEffort, and the kernel
     /// serves online pods first).
     pub capacity: CapacityMode,
-    /// `capacity: usage`: fraction of every node's allocatable (CPU and memory) kept out of its
-    /// batch capacity, for online usage to rise between samples before training shrinks.
-    pub usage_margin: f64,
+    /// `capacity: usage`: fraction of every node's allocatable CPU kept out of its batch
+    /// capacity. Online pods take CPU from BestEffort workers at once (the kernel's shares), so
+    /// this only covers what usage samples miss: a rise between two samples, and what a busy
+    /// worker costs a service beyond CPU time (caches, memory bandwidth).
+    pub usage_cpu_margin: f64,
+    /// `capacity: usage`: fraction of every node's allocatable memory kept out of its batch
+    /// capacity. Memory cannot be taken back: when online pods need more than workers left, the
+    /// kubelet evicts workers, so training is kept this far below what the node has.
+    pub usage_memory_margin: f64,
     /// `capacity: usage`: a node's published batch capacity is rewritten when what it should be
-    /// has risen by more than this fraction of it (Koordinator's `resourceDiffThreshold`); a
-    /// fall is written at once. Fewer writes, at the cost of leaving a rise this small unused.
+    /// has risen by more than this fraction of the node's allocatable; a fall (of more than a
+    /// hundredth of it) is written at once. Fewer writes to the API server, at the cost of
+    /// leaving a rise this small unused until the next one.
     pub batch_rise_threshold: f64,
     /// How far ahead online growth is reserved for, at least: the load trend is extrapolated
     /// this far (or over the longest release latency of the jobs, when that is longer), and the
@@ -98,8 +105,9 @@ impl Default for Config {
             target_utilization: 0.9,
             safety_margin: 0.0,
             capacity: CapacityMode::Requests,
-            usage_margin: 0.05,
-            batch_rise_threshold: 0.1,
+            usage_cpu_margin: 0.02,
+            usage_memory_margin: 0.05,
+            batch_rise_threshold: 0.02,
             forecast_horizon: Duration::from_secs(15),
             hpa_sync_period: Duration::from_secs(15),
             trend_window: Duration::from_secs(30),
@@ -164,7 +172,8 @@ impl Config {
         };
         fraction("target_utilization", self.target_utilization, 0.0, 1.0)?;
         fraction("safety_margin", self.safety_margin, 0.0, 0.9)?;
-        fraction("usage_margin", self.usage_margin, 0.0, 0.9)?;
+        fraction("usage_cpu_margin", self.usage_cpu_margin, 0.0, 0.9)?;
+        fraction("usage_memory_margin", self.usage_memory_margin, 0.0, 0.9)?;
         fraction("batch_rise_threshold", self.batch_rise_threshold, 0.0, 1.0)?;
         fraction("reserve_tolerance", self.reserve_tolerance, 0.0, 1.0)?;
         fraction("grow_min_gain", self.grow_min_gain, 0.0, 10.0)?;

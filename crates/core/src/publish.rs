@@ -1,6 +1,7 @@
 //! `capacity: usage`: the batch capacity each node carries on its status, which the scheduler
 //! places workers against. Rewritten when what it should be has risen by more than
-//! `batch_rise_threshold`, or fallen by more than a hundredth of the node, and only then: a node
+//! `batch_rise_threshold` of the node's allocatable, or fallen by more than a hundredth of it,
+//! and only then: a node
 //! object is written by every kubelet heartbeat already, and a write per node per sample would
 //! load the API server in a cluster of thousands. A fall is written at once, so the scheduler
 //! stops placing workers into room online pods are about to use.
@@ -31,7 +32,7 @@ pub fn batch_to_carry(
     let Some(carried) = carried else { return wanted };
     let moved = |now: i64, want: i64, node: i64| {
         let quantum = (node as f64 * QUANTUM).ceil() as i64;
-        let rise = quantum.max((now as f64 * rise_threshold).ceil() as i64);
+        let rise = quantum.max((node as f64 * rise_threshold).ceil() as i64);
         want < now - quantum || want > now + rise
     };
     let cpu = moved(carried.cpu_milli, wanted.cpu_milli, allocatable.cpu_milli);
@@ -60,12 +61,13 @@ mod tests {
     }
 
     #[test]
-    fn a_rise_within_the_threshold_is_not_written_and_one_past_it_is() {
+    fn a_rise_within_the_threshold_of_the_node_is_not_written_and_one_past_it_is() {
         let carried = Resources::new(10_000, 40 * GI, 0);
-        let small = batch_to_carry(Some(carried), Resources::new(10_900, 40 * GI, 0), node(), 0.1);
+        // A tenth of 32 CPU is 3.2 CPU.
+        let small = batch_to_carry(Some(carried), Resources::new(13_100, 40 * GI, 0), node(), 0.1);
         assert_eq!(small, carried);
-        let large = batch_to_carry(Some(carried), Resources::new(11_100, 40 * GI, 0), node(), 0.1);
-        assert_eq!(large, Resources::new(11_100, 40 * GI, 0));
+        let large = batch_to_carry(Some(carried), Resources::new(13_300, 40 * GI, 0), node(), 0.1);
+        assert_eq!(large, Resources::new(13_300, 40 * GI, 0));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::test_support::*;
 use super::*;
 
 fn usage() -> Config {
-    Config { capacity: CapacityMode::Usage, usage_margin: 0.0, ..eager() }
+    Config { capacity: CapacityMode::Usage, usage_cpu_margin: 0.0, usage_memory_margin: 0.0, ..eager() }
 }
 
 /// `pod` using `cpu` millicores and `gi` GiB.
@@ -55,11 +55,11 @@ fn memory_counts_at_the_larger_of_request_and_usage() {
 }
 
 #[test]
-fn the_usage_margin_comes_off_cpu_and_memory() {
-    let config = Config { usage_margin: 0.25, ..usage() };
+fn the_usage_margins_come_off_cpu_and_memory() {
+    let config = Config { usage_cpu_margin: 0.25, usage_memory_margin: 0.5, ..usage() };
     let d = decide_once(config, &idle_request(Some(res(3000, 8))));
-    // 12 CPU - 4; 55 GiB - 16.
-    assert_eq!(node_cap(&d, "n1").batch, Some(res(8000, 39)));
+    // 12 CPU - 4; 55 GiB - 32.
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(8000, 23)));
     assert_eq!(move_of(&d, "a"), (0, 4));
 }
 
@@ -117,7 +117,11 @@ fn training_is_held_to_the_batch_capacity_the_node_carries() {
     let mut s = idle_request(Some(res(3000, 8)));
     s.nodes[0].batch = Some(res(11_000, 55));
     let d = decide_once(usage(), &s);
-    // Should be 12 CPU: 9% above 11, within the 10% threshold, so it stays at 11 (five workers).
+    // Should be 12 CPU: 1 CPU above 11, within 2% of the node's 16 CPU (and 0.32 CPU), so it
+    // would be written...
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(12_000, 55)));
+    // ...but with a 10% threshold (1.6 CPU) it stays at 11 (five workers).
+    let d = decide_once(Config { batch_rise_threshold: 0.1, ..usage() }, &s);
     assert_eq!(node_cap(&d, "n1").batch, Some(res(11_000, 55)));
     assert_eq!(move_of(&d, "a"), (0, 5));
     // A fall is written at once.
