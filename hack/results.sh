@@ -153,13 +153,16 @@ def table(header, rows):
 def killed(r):
     # colocate's kills split by who killed: the scheduler's preemptions + colocate's own past
     # its release deadline; the other policies have no controller.
-    if r["policy"] == "colocate":
-        return f"{num(r['scheduler_preemptions'])} + {num(r['controller_forced_preemptions'])}"
+    if r["policy"] in ("colocate", "colocate-usage"):
+        s = f"{num(r['scheduler_preemptions'])} + {num(r['controller_forced_preemptions'])}"
+        if r.get("batch_evictions"):
+            s += f" + {num(r['batch_evictions'])} evicted"
+        return s
     return num(r["forced_preemptions"])
 
 
 def policy_name(r):
-    return f"**{r['policy']}**" if r["policy"] == "colocate" else r["policy"]
+    return f"**{r['policy']}**" if r["policy"] in ("colocate", "colocate-usage") else r["policy"]
 
 
 shipped, philly = [], []
@@ -180,6 +183,7 @@ for report, has_services in shipped:
             report["scenario"] if i == 0 else "",
             policy_name(r),
             num(r["avg_cpu_allocation"], 3),
+            num(r["avg_cpu_usage"], 3),
             num(r["time_above_target"], 3),
             num(r["slo_violation_s"]),
             num(r["pending_online_pod_s"]),
@@ -192,16 +196,17 @@ for report, has_services in shipped:
     if not has_services:
         continue
     by = {r["policy"]: r for r in report["results"]}
-    for i, policy in enumerate(["colocate", "preemption", "online-only"]):
+    for i, policy in enumerate(["colocate", "colocate-usage", "preemption", "online-only"]):
         r = by[policy]
         headline.append([report["scenario"] if i == 0 else "", policy_name(r), num(r["avg_cpu_allocation"], 3),
-                         num(r["slo_violation_s"]), num(r["pending_online_pod_s"]), num(r["forced_preemptions"])])
-blocks["readme-headline"] = table(["scenario", "policy", "avg CPU alloc", "SLO s", "pending pod-s", "killed"],
-                                  headline)
+                         num(r["avg_cpu_usage"], 3), num(r["slo_violation_s"]), num(r["pending_online_pod_s"]),
+                         num(r["forced_preemptions"])])
+blocks["readme-headline"] = table(
+    ["scenario", "policy", "avg CPU alloc", "avg CPU usage", "SLO s", "pending pod-s", "killed"], headline)
 
 blocks["shipped-scenarios"] = table(
-    ["scenario", "policy", "avg CPU alloc", "time ≥ target", "SLO viol. s", "pending online pod-s",
-     "killed", "rescales", "makespan s"], rows)
+    ["scenario", "policy", "avg CPU alloc", "avg CPU usage", "time ≥ target", "SLO viol. s",
+     "pending online pod-s", "killed", "rescales", "makespan s"], rows)
 
 rows = []
 for report, has_services in philly:

@@ -30,6 +30,8 @@ impl World<'_> {
             workers: Vec::with_capacity(self.jobs.len()),
         };
         let mut gpus = 0;
+        // CPU requested of the scheduler; BestEffort workers' batch requests are not.
+        let mut batch_cpu = 0.0;
         for p in self.cluster.pods.values() {
             if p.node.is_some() {
                 gpus += p.requests.gpu;
@@ -39,7 +41,8 @@ impl World<'_> {
                 (PodKind::System, Some(_)) => row.system_cpu += cpu,
                 (PodKind::Online { .. }, Some(_)) => row.online_cpu += cpu,
                 (PodKind::Worker { .. }, Some(_)) => {
-                    row.training_cpu += cpu;
+                    row.training_cpu += cpu + p.batch.cpu_cores();
+                    batch_cpu += p.batch.cpu_cores();
                     row.training_gpu += p.requests.gpu.max(0) as u64;
                 }
                 (PodKind::Online { .. }, None) if p.leaving_at.is_none() => row.pending_online_pods += 1,
@@ -48,7 +51,7 @@ impl World<'_> {
             }
         }
         let allocatable = self.cluster.allocatable();
-        row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu) / allocatable.cpu_cores();
+        row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu - batch_cpu) / allocatable.cpu_cores();
         let (nodes, pace) = self.cpu_use();
         let used: f64 = nodes.iter().map(|n| n.online_system + n.workers).sum();
         row.cpu_usage = used / allocatable.cpu_cores();

@@ -11,8 +11,9 @@ pub fn explain(report: &Report, worth: Option<&WorthColumns>) -> String {
     let shown = report.shown();
     let target = report.target_utilization;
     let mut rows: Vec<(String, String)> = vec![
-        ("policy".into(), "colocate, or a cluster without it: preemption (training fills the cluster; the scheduler preempts workers for online pods), gang and gang-backfill (rigid jobs), online-only (the services alone)".into()),
+        ("policy".into(), "colocate (colocate-usage: its workers BestEffort on the CPU the services leave unused), or a cluster without it: preemption (training fills the cluster; the scheduler preempts workers for online pods), gang and gang-backfill (rigid jobs), online-only (the services alone)".into()),
         ("avg CPU alloc".into(), "CPU requested by system, online and training pods over allocatable CPU, averaged over the run".into()),
+        ("avg CPU usage".into(), "CPU used by system, online and training pods over allocatable CPU, averaged over the run: utilization".into()),
     ];
     if shown.gpu {
         rows.push(("avg GPU alloc".into(), "the same for nvidia.com/gpu".into()));
@@ -21,7 +22,7 @@ pub fn explain(report: &Report, worth: Option<&WorthColumns>) -> String {
         ("time >= target", format!("share of the run with allocation at or above the target utilization ({target:.2})")),
         ("SLO viol. s", "seconds in which some service's p99 was above its SLO. online-only's is the floor (the HPA lags a rising load); what a policy has above it is latency training cost the services".into()),
         ("pending online pod s", "seconds online pods waited for a node, summed over pods: replicas the HPA asked for that the service did not get".into()),
-        ("killed: sched.+forced", "workers killed without a graceful shrink: preempted by the scheduler + deleted by colocate past its release deadline (0 in replay, whose masters release at once). Each kill rolls its job back to its last checkpoint".into()),
+        ("killed: sched.+forced", "workers killed without a graceful shrink: preempted by the scheduler + deleted by colocate past its release deadline (0 in replay, whose masters release at once), + BestEffort workers evicted for memory where there are any. Each kill rolls its job back to its last checkpoint".into()),
         ("rescales", "changes of a job's worker count, summed over jobs; each pauses the job for its rescale_cost".into()),
         ("training samples", "samples processed and kept, summed over jobs. Not comparable across policies: samples of different jobs cost differently".into()),
         ("makespan s", "when the last job finished; - when one did not, or runs to the end (no work)".into()),

@@ -160,6 +160,7 @@ pub struct TimelineRow {
     pub cpu_usage: f64,
     pub system_cpu: f64,
     pub online_cpu: f64,
+    /// CPU workers hold: their requests, or a BestEffort worker's batch request.
     pub training_cpu: f64,
     /// GPUs requested by workers on a node (the chart's GPU panels and training GPU-hours).
     pub training_gpu: u64,

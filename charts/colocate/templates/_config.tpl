@@ -16,6 +16,9 @@ through and colocate.controllerConfig catches.
 {{- define "colocate.numericSettings" -}}
 target_utilization: [0, 1]
 safety_margin: [0, 0.9]
+usage_cpu_margin: [0, 0.9]
+usage_memory_margin: [0, 0.9]
+batch_rise_threshold: [0, 1]
 reserve_tolerance: [0, 1]
 reserve_quantum: [0, 1]
 grow_min_gain: [0, 10]

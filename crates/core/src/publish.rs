@@ -82,9 +82,9 @@ mod tests {
     }
 
     #[test]
-    fn from_zero_a_rise_of_a_hundredth_of_the_node_is_written() {
+    fn without_a_threshold_a_rise_of_a_hundredth_of_the_node_is_written() {
         let carried = Resources::ZERO;
-        assert_eq!(batch_to_carry(Some(carried), Resources::new(300, 0, 0), node(), 0.1), carried);
-        assert_eq!(batch_to_carry(Some(carried), Resources::new(400, 0, 0), node(), 0.1), Resources::new(400, 0, 0));
+        assert_eq!(batch_to_carry(Some(carried), Resources::new(300, 0, 0), node(), 0.0), carried);
+        assert_eq!(batch_to_carry(Some(carried), Resources::new(400, 0, 0), node(), 0.0), Resources::new(400, 0, 0));
     }
 }

@@ -19,7 +19,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_norway::Value;
 
-use crate::core::Config;
+use crate::core::{CapacityMode, Config};
 use crate::live::master_client::ClientConfigError;
 use crate::live::tls::TlsFiles;
 use crate::yaml::{self, InputError};
@@ -318,6 +318,14 @@ impl RunConfig {
     /// The checks serde cannot make: ranges, settings that must agree, names, the TLS files.
     fn check(&self, invalid: &impl Fn(&str, String) -> InputError) -> Result<(), InputError> {
         let run = &self.run;
+        if self.controller.capacity == CapacityMode::Usage {
+            return Err(invalid(
+                "controller.capacity",
+                "`usage` is not served by `colocate run` in this version: it does not publish batch capacity on \
+                 nodes, so no worker could be placed against it (replay plays it as the policy colocate-usage)"
+                    .into(),
+            ));
+        }
         for (key, value) in [
             ("run.sample_interval", run.sample_interval),
             ("run.status_interval", run.status_interval),
