@@ -34,10 +34,12 @@ fn report_v1_has_every_contract_key() {
     assert_eq!(num(&report, "duration_s"), 2700.0);
     let policies: Vec<&str> =
         report["results"].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap()).collect();
-    assert_eq!(policies, ["colocate", "preemption", "gang", "gang-backfill", "online-only"]);
+    assert_eq!(policies, ["colocate", "colocate-usage", "preemption", "gang", "gang-backfill", "online-only"]);
     for r in report["results"].as_array().unwrap() {
         for key in [
             "avg_cpu_allocation",
+            "avg_cpu_usage",
+            "batch_evictions",
             "time_above_target",
             "slo_violation_s",
             "pending_online_pod_s",
@@ -50,6 +52,9 @@ fn report_v1_has_every_contract_key() {
             assert!(r[key].is_number(), "{key} in {r}");
         }
         assert!(r.get("makespan_s").is_some(), "makespan_s present (null allowed)");
+        // v1.2: a share where workers ran BestEffort (colocate-usage), null elsewhere.
+        let received = &r["worker_cpu_received"];
+        assert!(if r["policy"] == "colocate-usage" { received.is_number() } else { received.is_null() }, "{r}");
         // v1.1: null where nothing is measured (no job with work here, no GPU).
         for key in ["avg_jct_s", "p50_jct_s", "p95_jct_s", "avg_queueing_s", "p95_queueing_s", "avg_gpu_allocation"] {
             assert!(r.get(key).is_some_and(Value::is_null), "{key} in {r}");
@@ -90,6 +95,24 @@ fn elasticdl_nginx_colocate_fills_the_cluster_without_hurting_latency() {
         num(colocate, "pending_online_pod_s") <= 0.1 * num(preemption, "pending_online_pod_s"),
         "{colocate} vs {preemption}"
     );
+}
+
+/// Usage mode gives training what the services request and leave idle: utilization at the
+/// mission's 90% where requests mode reaches far less, at the services' own latency, with no
+/// online pod waiting and no worker killed or evicted.
+#[test]
+fn elasticdl_nginx_usage_mode_keeps_utilization_above_ninety_percent_at_the_latency_floor() {
+    let report = replay_json("elasticdl-nginx.yaml");
+    let usage = policy(&report, "colocate-usage");
+    let requests = policy(&report, "colocate");
+    let online = policy(&report, "online-only");
+    assert!(num(usage, "avg_cpu_usage") >= 0.90, "{usage}");
+    assert!(num(requests, "avg_cpu_usage") < num(usage, "avg_cpu_usage") - 0.05, "{requests}");
+    assert_eq!(num(usage, "slo_violation_s"), num(online, "slo_violation_s"), "{usage}");
+    assert_eq!(num(usage, "pending_online_pod_s"), num(online, "pending_online_pod_s"), "{usage}");
+    assert_eq!((num(usage, "forced_preemptions"), num(usage, "batch_evictions")), (0.0, 0.0), "{usage}");
+    // Its workers request no CPU: allocation is the services' own.
+    assert_eq!(num(usage, "avg_cpu_allocation"), num(online, "avg_cpu_allocation"), "{usage}");
 }
 
 #[test]

@@ -44,3 +44,5 @@ mod tests;
 mod tests_many_jobs;
 #[cfg(test)]
 mod tests_model;
+#[cfg(test)]
+mod tests_usage;

@@ -75,6 +75,9 @@ pub fn refusals() -> Vec<Refusal> {
         ("target_utilization", "1.5", "[0, 1]"),
         ("target_utilization", "-0.1", "[0, 1]"),
         ("safety_margin", "0.95", "[0, 0.9]"),
+        ("usage_cpu_margin", "0.95", "[0, 0.9]"),
+        ("usage_memory_margin", "-0.1", "[0, 0.9]"),
+        ("batch_rise_threshold", "1.5", "[0, 1]"),
         ("reserve_tolerance", "1.2", "[0, 1]"),
         ("reserve_quantum", "2", "[0, 1]"),
         ("grow_min_gain", "11", "[0, 10]"),
@@ -95,6 +98,7 @@ pub fn refusals() -> Vec<Refusal> {
         setting("controller.trend_window", "0s", "must be longer than 0s"),
         setting("controller.trend_window", "0h 0ms", "must be longer than 0s"),
         setting("controller.hpa_sync_period", "0s", "must be longer than 0s"),
+        setting("controller.capacity", "usage", "`usage` is not served by `colocate run` in this version"),
         // The parsing of the file: types, unknown keys.
         setting("controller.grow_max_step", "1.5", "invalid type: floating point `1.5`, expected u32"),
         setting("controller.latency_guard_max_steps", "-1", "invalid type: integer `-1`, expected u32"),

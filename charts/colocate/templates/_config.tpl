@@ -71,6 +71,11 @@ durations are parsed, and the range and consistency checks of Config::validate a
 {{- else }}
 {{- $_ := set $out $key $n }}
 {{- end }}
+{{- else if eq $key "capacity" }}
+{{- if ne (toString $v) "requests" }}
+{{- fail (printf "config.controller.capacity: `%v` is not served by `colocate run` in this version: it does not publish batch capacity on nodes, so no worker could be placed against it (replay plays it as the policy colocate-usage)" $v) }}
+{{- end }}
+{{- $_ := set $out $key $v }}
 {{- else if eq $key "completion_time_split" }}
 {{- if not (kindIs "bool" $v) }}
 {{- fail (printf "config.controller.%s: invalid type: string %q, expected a boolean" $key (toString $v)) }}

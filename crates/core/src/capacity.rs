@@ -20,7 +20,7 @@ use super::metric_trend::MetricSteps;
 use super::pod_index::PodIndex;
 use super::replicas::OnlineCounts;
 use super::resources::Resources;
-use super::snapshot::{PodClass, Snapshot};
+use super::snapshot::{PodClass, SharedName, Snapshot};
 
 /// One node as the planner sees it, at the node's position in the snapshot.
 #[derive(Clone, Debug)]
@@ -206,6 +206,7 @@ pub fn node_rooms(
         .collect();
     let usage_mode = config.capacity == CapacityMode::Usage;
     let trends: NameMap<&str, f64> = needs.iter().map(|n| (n.service.as_str(), n.trend)).collect();
+    let mut in_use: NameMap<SharedName, ServiceUse> = NameMap::default();
     // Per node: the scheduler's victims that outlast a release, and what they hold.
     let mut held: NameMap<usize, (u32, Resources)> = NameMap::default();
     for (p, pod) in snap.pods.iter().enumerate() {
@@ -219,8 +220,11 @@ pub fn node_rooms(
         }
         // Workers are what is being planned; a terminating one is leaving anyway, unless the
         // scheduler preempted it and it holds its node for longer than a release takes.
-        if !worker {
-            room.training_room -= if usage_mode { held_in_use(pod, &trends) } else { pod.requests };
+        if !worker && usage_mode {
+            let held = held_in_use(pod, &trends, &mut in_use);
+            room.training_room -= held;
+        } else if !worker {
+            room.training_room -= pod.requests;
         } else if victim_outlasts_a_release(snap, index, p) {
             room.training_room -= pod.requests;
             let (count, requests) = held.entry(i).or_default();
@@ -237,7 +241,21 @@ pub fn node_rooms(
     let mut spread = SpreadIndex::new(&rooms);
     // Pods coming first, for every service; standing headroom only in the room left after
     // them, so one service's optional room never displaces another's pods.
-    let to_come = |need: &OnlineNeed| if usage_mode { need.replica_usage } else { need.replica };
+    // What a replica still to come will use: in usage mode, its share of the growth its
+    // service's pods are not already held for (their usage grown by the trend, up to their
+    // request), at most its request at the HPA's target; its requests otherwise.
+    let to_come = |need: &OnlineNeed| {
+        if !usage_mode {
+            return need.replica;
+        }
+        match in_use.get(need.service.as_str()) {
+            Some(u) if u.measured && need.missing() > 0 => {
+                let growth = (u.forecast - u.held).max(0) / i64::from(need.missing());
+                Resources { cpu_milli: growth.min(need.replica_usage.cpu_milli), ..need.replica_usage }
+            }
+            _ => need.replica_usage,
+        }
+    };
     for need in needs {
         let (per_node, short) = reserve(&mut rooms, &mut spread, need.replica, to_come(need), need.missing());
         if short > 0 {
@@ -251,7 +269,8 @@ pub fn node_rooms(
     for need in needs.iter().filter(|n| n.headroom > 0) {
         // Headroom that does not fit is not a problem to report: it is room kept where there
         // is some.
-        let (per_node, _) = reserve(&mut rooms, &mut spread, need.replica, to_come(need), need.headroom);
+        let standing = if usage_mode { need.replica_usage } else { need.replica };
+        let (per_node, _) = reserve(&mut rooms, &mut spread, need.replica, standing, need.headroom);
         for (i, n) in per_node {
             let text = format!("room for {n} {} replica(s) kept as standing headroom", need.service);
             rooms[i].pressure.push((Reason::OnlineHeadroom, text));
@@ -277,20 +296,45 @@ pub fn node_rooms(
     (rooms, unplaced)
 }
 
+/// A service's pods' CPU in `capacity: usage`, in millicores.
+#[derive(Default)]
+struct ServiceUse {
+    /// What its pods are held for (see [`held_in_use`]).
+    held: i64,
+    /// What they will use if its load grows by its trend.
+    forecast: i64,
+    /// Some pod's usage is known.
+    measured: bool,
+}
+
 /// What an online or system pod holds of its node in `capacity: usage`: the CPU it uses, grown
-/// by its service's load trend (a load balancer sends new load to the pods there are), and
-/// never less memory than it requests; its requests where no usage is known.
-fn held_in_use(pod: &super::snapshot::Pod, trends: &NameMap<&str, f64>) -> Resources {
-    let Some(usage) = pod.usage else { return pod.requests };
-    let trend = match &pod.class {
-        PodClass::Online { service } => trends.get(&**service).copied().unwrap_or(1.0),
-        _ => 1.0,
+/// by its service's load trend (a load balancer sends new load to the pods there are) up to its
+/// request (beyond it, the HPA adds pods, which take the rest), and never less memory than it
+/// requests; its requests where no usage is known. Adds an online pod's share to `in_use`.
+fn held_in_use(pod: &super::snapshot::Pod, trends: &NameMap<&str, f64>, in_use: &mut NameMap<SharedName, ServiceUse>) -> Resources {
+    let service = match &pod.class {
+        PodClass::Online { service } => Some(service),
+        _ => None,
     };
-    Resources {
-        cpu_milli: (usage.cpu_milli.max(0) as f64 * trend).ceil() as i64,
-        memory_bytes: usage.memory_bytes.max(pod.requests.memory_bytes),
-        gpu: pod.requests.gpu,
+    let Some(usage) = pod.usage else {
+        if let Some(service) = service {
+            let u = in_use.entry(service.clone()).or_default();
+            u.held += pod.requests.cpu_milli;
+            u.forecast += pod.requests.cpu_milli;
+        }
+        return pod.requests;
+    };
+    let trend = service.and_then(|s| trends.get(&**s).copied()).unwrap_or(1.0);
+    let used = usage.cpu_milli.max(0);
+    let forecast = (used as f64 * trend).ceil() as i64;
+    let cpu = used.max(forecast.min(pod.requests.cpu_milli));
+    if let Some(service) = service {
+        let u = in_use.entry(service.clone()).or_default();
+        u.held += cpu;
+        u.forecast += forecast;
+        u.measured = true;
     }
+    Resources { cpu_milli: cpu, memory_bytes: usage.memory_bytes.max(pod.requests.memory_bytes), gpu: pod.requests.gpu }
 }
 
 /// Whether worker `p` is a scheduler's victim that holds its node past the time a release of

@@ -1,0 +1,49 @@
+//! Replays of `colocate-usage`: BestEffort workers on the batch capacity colocate publishes, what
+//! they get of the CPU, and the kubelet's memory evictions.
+
+use super::policy::Policy;
+use super::tests::{replay, spike};
+
+/// The spike of `tests::spike` with 8 GiB nodes and workers of `worker_gi` GiB.
+fn spike_with_memory(worker_gi: u32) -> String {
+    spike("", "")
+        .replace("allocatable: {cpu: \"8\", memory: 32Gi}", "allocatable: {cpu: \"8\", memory: 8Gi}")
+        .replace("worker: {cpu: \"1\", memory: 1Gi}", &format!("worker: {{cpu: \"1\", memory: {worker_gi}Gi}}"))
+}
+
+#[test]
+fn best_effort_workers_use_what_online_pods_leave_and_never_hold_them_up() {
+    let usage = replay(&spike("", ""), Policy::ColocateUsage).result;
+    let requests = replay(&spike("", ""), Policy::Colocate).result;
+    let alone = replay(&spike("", ""), Policy::OnlineOnly).result;
+    // Workers request no CPU: allocation is the services' alone, and no online pod waits.
+    assert!((usage.avg_cpu_allocation - alone.avg_cpu_allocation).abs() < 1e-9, "{usage:?}");
+    assert_eq!(usage.pending_online_pod_s, alone.pending_online_pod_s);
+    assert_eq!(usage.slo_violation_s, alone.slo_violation_s);
+    assert_eq!((usage.forced_preemptions, usage.batch_evictions), (0, 0));
+    // They use the CPU the services requested and left idle.
+    assert!(usage.avg_cpu_usage > requests.avg_cpu_usage + 0.05, "{} vs {}", usage.avg_cpu_usage, requests.avg_cpu_usage);
+    assert!(usage.avg_cpu_usage <= 1.0);
+    // When the load triples, the online pods take CPU from them before they are released.
+    let got = usage.worker_cpu_received.expect("BestEffort workers ran");
+    assert!(got > 0.5 && got < 1.0, "{got}");
+    assert_eq!(requests.worker_cpu_received, None);
+}
+
+#[test]
+fn the_kubelet_evicts_best_effort_workers_where_online_memory_grows_into_theirs() {
+    // 2-GiB workers: the node's batch memory holds three beside two 1-GiB replicas. The HPA's
+    // four more replicas bind at once (the scheduler does not see workers' memory), before
+    // any release takes effect.
+    let run = replay(&spike_with_memory(2), Policy::ColocateUsage).result;
+    assert!(run.batch_evictions > 0, "{run:?}");
+    assert_eq!(run.forced_preemptions, run.scheduler_preemptions + run.batch_evictions);
+    assert_eq!(run.pending_online_pod_s, replay(&spike_with_memory(2), Policy::OnlineOnly).result.pending_online_pod_s);
+}
+
+#[test]
+fn workers_that_request_cpu_get_all_of_it() {
+    let run = replay(&spike("", ""), Policy::Preemption).result;
+    assert_eq!(run.worker_cpu_received, None);
+    assert!(run.avg_cpu_usage < run.avg_cpu_allocation, "{run:?}");
+}
