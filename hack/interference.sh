@@ -10,24 +10,26 @@
 #   equal        beside the worker at the same cpu.shares as NGINX (1024; v2: cpu.weight 100):
 #                what request-based overcommit gives a worker that requests a CPU
 #
-# NGINX (master and one worker process, a static 3-byte response, no access log) runs in a group
+# NGINX (master and one worker process, a 16 KiB page gzipped per request, no access log) runs in a group
 # `online` at cpu.shares 1024 (a pod requesting one CPU), pinned to one CPU; the worker
 # (`sha256sum /dev/zero`: one thread of pure user-space hashing that never blocks, from coreutils)
 # is pinned to the same CPU in a group `batch`. Pinning both to one CPU is the point: otherwise
 # the scheduler puts them on different CPUs and nothing is measured. wrk, the load generator, is
 # pinned to another CPU so it does not compete.
 #
-# Load: an HPA holds a service at a CPU target, so NGINX is driven at the rate that keeps its CPU
-# --load busy alone (default 0.6), found by a few short calibration runs (its processes' CPU time
-# plus the CPU's softirq time, the loopback network work done for it). Debian's wrk has no rate
-# option, so a Lua script makes each of many connections wait an exponentially distributed think
-# time (mean 10 ms) before each request: with a response time far below that, the arrivals are
-# close to an open-loop Poisson stream at connections / think time. Where NGINX slows down, each
-# connection sends a little later (the loop is not fully open), so the achieved rate of every run
-# is reported. The closed-loop maximum (wrk without pacing) is reported for reference. The cases
-# are interleaved, round by round, so a drift in the machine affects every case alike. Other
-# processes on the shared CPU distort every figure: run it on an otherwise idle machine (the load
-# average at the start is in the report).
+# Load: an HPA holds a service at a CPU target, so NGINX is driven at the rate that keeps its
+# processes at --load of its CPU alone (default 0.6), as its cgroup is charged: the usage an
+# HPA's utilization is computed from. A few short calibration runs find that rate. Loopback
+# network work that no process is charged for keeps the CPU somewhat busier (shared_cpu_busy).
+# Debian's wrk has no rate option, so a Lua script makes each of many connections wait an
+# exponentially distributed think time (mean 50 ms) before each request: with a response time
+# far below that, the arrivals are close to an open-loop Poisson stream at connections / think
+# time. Where NGINX slows down, each connection sends a little later (the loop is not fully
+# open), so the achieved rate of every run is reported; so is the closed-loop maximum (wrk
+# without pacing), for reference. The cases are interleaved, round by round, so a drift in the
+# machine affects every case alike. Other processes distort every figure: a run during which they
+# took more than 0.15 of a CPU is repeated (twice at most), and what they took is reported
+# (other_cpu; the load average at the start too). Run it on an otherwise idle machine.
 #
 #   sudo hack/interference.sh [--out FILE] [--duration SECONDS] [--repeats N] [--load FRACTION]
 #
@@ -133,12 +135,28 @@ http {
   uwsgi_temp_path $tmp/uwsgi;
   scgi_temp_path $tmp/scgi;
   keepalive_requests 1000000;
+  gzip on;
+  gzip_comp_level 6;
+  gzip_min_length 0;
   server {
     listen 127.0.0.1:$port;
-    location / { return 200 "ok\n"; }
+    root $tmp/www;
+    location / { default_type text/html; }
   }
 }
 EOF
+
+# The page: 16 KiB of HTML-like text, compressed per request. Each request then costs NGINX a
+# fraction of a millisecond of its own CPU, as a page of a real service does, rather than the
+# microseconds of a tiny constant response, whose rate would load wrk as much as NGINX.
+mkdir "$tmp/www"
+chmod 755 "$tmp" "$tmp/www" # NGINX's workers drop root
+python3 -c '
+import random
+random.seed(7)
+words = ["<div class=\"item\">", "</div>", "colocate", "nginx", "latency", "worker", "cluster", "<p>", "</p>", "node", "request"]
+text = " ".join(random.choice(words) + str(random.randrange(1000)) for _ in range(2600))
+print(text[:16384])' >"$tmp/www/index.html"
 
 # Closed loop for the calibration; paced (think time) for the cases. done() prints exact
 # microseconds, so nothing depends on the units of wrk's own text.
@@ -167,7 +185,8 @@ for _ in $(seq 50); do
   kill -0 "$nginx_pid" 2>/dev/null || { echo "hack/interference.sh: nginx exited: $(cat "$tmp/error.log")" >&2; exit 1; }
   sleep 0.1
 done
-sleep 0.5
+status=$(exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && head -1 <&3)
+[[ $status == *" 200 "* ]] || { echo "hack/interference.sh: NGINX answered '$status': $(cat "$tmp/error.log")" >&2; exit 1; }
 start_worker() {
   (echo "$BASHPID" >"$group/batch/cgroup.procs" && exec taskset -c "$cpu_shared" sha256sum /dev/zero) &
   worker_pid=$!
@@ -215,12 +234,13 @@ before, after, ours = read(sys.argv[1]), read(sys.argv[2]), set(sys.argv[3:])
 print(sum(after[p] - before[p] for p in after if p in before and p not in ours))
 PY
 }
-# The busy fraction of the shared CPU between two snapshots.
-busy() { python3 -c "a = '$1'.split(); b = '$2'.split(); print(round((int(b[2]) - int(a[2])) / max(1, int(b[3]) - int(a[3])), 3))"; }
+# The fraction of the shared CPU that NGINX's processes used between two snapshots; other
+# processes on that CPU do not change it.
+busy() { python3 -c "a = '$1'.split(); b = '$2'.split(); print(round((int(b[0]) - int(a[0])) / max(1, int(b[3]) - int(a[3])), 3))"; }
 
 # wrk on its own CPU; prints "requests duration_us p50_us p99_us errors".
 run_wrk() { # connections seconds script [think_ms]
-  INTERFERENCE_THINK_MS=${4:-0} taskset -c "$cpu_load" wrk -t1 -c "$1" -d "${2}s" --timeout 10s --latency -s "$3" \
+  INTERFERENCE_THINK_MS=${4:-0} taskset -c "$cpu_load" wrk -t1 -c "$1" -d "${2}s" --timeout 10s --latency -s "$3" -H "Accept-Encoding: gzip" \
     "http://127.0.0.1:$port/" >"$tmp/wrk.out" 2>&1 || { echo "hack/interference.sh: wrk failed: $(cat "$tmp/wrk.out")" >&2; exit 1; }
   grep '^RESULT ' "$tmp/wrk.out" | sed -e 's/^RESULT //' -e 's/[a-z_0-9]*=//g' ||
     { echo "hack/interference.sh: no RESULT line from wrk: $(cat "$tmp/wrk.out")" >&2; exit 1; }
@@ -233,14 +253,14 @@ before=$(snapshot before)
 read -r requests dur_us _ _ _ < <(run_wrk 64 3 "$tmp/closed.lua")
 max_busy=$(busy "$before" "$(snapshot after)")
 max_rps=$(rate "$requests" "$dur_us")
-log "NGINX alone on its CPU, closed loop: $max_rps req/s, its CPU $max_busy busy"
+log "NGINX alone on its CPU, closed loop: $max_rps req/s, NGINX's processes using $max_busy of the CPU"
 
-# The target load is a busy fraction of NGINX's CPU, --load: what the worker may have is the rest.
-# It is found under the paced load itself: NGINX spends more per request on many connections at a steady
+# The target load is NGINX's CPU usage as its cgroup is charged, a fraction --load of the CPU (of
+# its request, for an HPA). It is found under the paced load itself: NGINX spends more per request on many connections at a steady
 # pace than on a closed loop's batches, so a fraction of the closed-loop maximum would overload
 # it. Each step measures the rate and the busy fraction and scales the rate linearly; `achieved`
 # corrects the connection count for the pace wrk actually keeps.
-think_ms=10
+think_ms=50
 want=$(python3 -c "print(round($max_rps * $load * 0.5))")
 achieved=1
 for step in 1 2 3 4; do
@@ -249,7 +269,7 @@ for step in 1 2 3 4; do
   read -r requests dur_us _ _ _ < <(run_wrk "$conns" 4 "$tmp/paced.lua" "$think_ms")
   b=$(busy "$before" "$(snapshot after)")
   got=$(rate "$requests" "$dur_us")
-  log "calibration $step: $conns connections, $got req/s, NGINX's CPU $b busy"
+  log "calibration $step: $conns connections, $got req/s, NGINX's processes using $b of the CPU"
   achieved=$(python3 -c "print($got / ($conns * 1000 / $think_ms))")
   if python3 -c "import sys; sys.exit(0 if abs($b - $load) <= 0.03 else 1)"; then target=$got; break; fi
   want=$(python3 -c "print(round($got * $load / max($b, 0.05)))")
@@ -369,7 +389,7 @@ report = {
 }
 json.dump(report, open(sys.argv[2], "w"), indent=2)
 
-print(f"NGINX paced at {$target} req/s to keep its CPU {$load:.0%} busy alone (closed-loop maximum {$max_rps} req/s), "
+print(f"NGINX paced at {$target} req/s to keep its processes at {$load:.0%} of their CPU alone (closed-loop maximum {$max_rps} req/s), "
       f"cgroup $cgroup; median of {$repeats} x {$duration} s, p99 range in brackets")
 print(f"{'case':<11} {'p50 ms':>7} {'p99 ms':>7} {'p99 range':>15} {'p99/alone':>9} {'req/s':>7} {'NGINX CPU':>9} {'worker CPU':>10} {'CPU busy':>8}")
 for name, c in cases.items():
