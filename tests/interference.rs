@@ -43,7 +43,10 @@ fn besteffort_worker_keeps_nginx_p99_within_ten_percent_of_alone() {
     // The load is the one claimed: NGINX alone served the target rate.
     let target = report["target_rps"].as_f64().expect("target_rps");
     let alone_rps = get("alone", "rps");
-    assert!((alone_rps / target - 1.0).abs() <= 0.10, "NGINX alone served {alone_rps:.0} req/s, the target was {target:.0}");
+    assert!(
+        (alone_rps / target - 1.0).abs() <= 0.10,
+        "NGINX alone served {alone_rps:.0} req/s, the target was {target:.0}"
+    );
 
     let besteffort = get("besteffort", "p99_ratio");
     assert!(besteffort <= 1.10, "a BestEffort worker took NGINX's p99 to {besteffort:.2}x of NGINX alone");
