@@ -207,51 +207,37 @@ ticks() {
   done
   echo "$sum"
 }
-# Prints "nginx worker busy total busy total": the groups' ticks, then busy and all ticks of the
-# shared CPU and of wrk's CPU; keeps every process's ticks in $tmp/procs.$1 to find, afterwards,
-# how much CPU other processes took.
+# Prints "nginx worker busy total busy total tasks": the groups' ticks; busy and all ticks of the
+# shared CPU and of wrk's CPU; the ticks that tasks (user, system) and the hypervisor (steal)
+# took from both CPUs: less what NGINX, the worker and wrk used, the CPU other programs took.
 snapshot() {
-  cat /proc/[0-9]*/stat >"$tmp/procs.$1" 2>/dev/null || true
   echo "$(ticks "$group/online") $(ticks "$group/batch") $(awk -v s="cpu$cpu_shared" -v l="cpu$cpu_load" '
-    $1 == s { sb = $2 + $3 + $4 + $7 + $8 + $9; st = sb + $5 + $6 }
-    $1 == l { lb = $2 + $3 + $4 + $7 + $8 + $9; lt = lb + $5 + $6 }
-    END { print sb, st, lb, lt }' /proc/stat)"
-}
-# Ticks used between the two snapshots by processes other than NGINX, the worker and wrk (a
-# process alive at both). Another program busy on the machine distorts every latency here.
-other_ticks() {
-  python3 - "$tmp/procs.before" "$tmp/procs.after" $(cat "$group/online/cgroup.procs" "$group/batch/cgroup.procs") <<'PY'
-import sys
-def read(path):
-    ticks = {}
-    for line in open(path, errors="replace"):
-        head, _, rest = line.rpartition(") ")
-        f = rest.split()
-        if len(f) > 12:
-            ticks[head.split()[0]] = int(f[11]) + int(f[12])
-    return ticks
-before, after, ours = read(sys.argv[1]), read(sys.argv[2]), set(sys.argv[3:])
-print(sum(after[p] - before[p] for p in after if p in before and p not in ours))
-PY
+    $1 == s { sb = $2 + $3 + $4 + $7 + $8 + $9; st = sb + $5 + $6; tb += $2 + $3 + $4 + $9 }
+    $1 == l { lb = $2 + $3 + $4 + $7 + $8 + $9; lt = lb + $5 + $6; tb += $2 + $3 + $4 + $9 }
+    END { print sb, st, lb, lt, tb }' /proc/stat)"
 }
 # The fraction of the shared CPU that NGINX's processes used between two snapshots; other
 # processes on that CPU do not change it.
 busy() { python3 -c "a = '$1'.split(); b = '$2'.split(); print(round((int(b[0]) - int(a[0])) / max(1, int(b[3]) - int(a[3])), 3))"; }
 
-# wrk on its own CPU; prints "requests duration_us p50_us p99_us errors".
+# wrk on its own CPU, in a subshell of its own; prints "requests duration_us p50_us p99_us errors
+# wrk_ticks".
 run_wrk() { # connections seconds script [think_ms]
   INTERFERENCE_THINK_MS=${4:-0} taskset -c "$cpu_load" wrk -t1 -c "$1" -d "${2}s" --timeout 10s --latency -s "$3" -H "Accept-Encoding: gzip" \
     "http://127.0.0.1:$port/" >"$tmp/wrk.out" 2>&1 || { echo "hack/interference.sh: wrk failed: $(cat "$tmp/wrk.out")" >&2; exit 1; }
-  grep '^RESULT ' "$tmp/wrk.out" | sed -e 's/^RESULT //' -e 's/[a-z_0-9]*=//g' ||
-    { echo "hack/interference.sh: no RESULT line from wrk: $(cat "$tmp/wrk.out")" >&2; exit 1; }
+  # The ticks wrk used: this shell's waited-for children's (cutime and cstime).
+  local wrk_ticks
+  wrk_ticks=$(sed 's/.*) //' "/proc/$BASHPID/stat" | awk '{ print $14 + $15 }')
+  grep -q '^RESULT ' "$tmp/wrk.out" || { echo "hack/interference.sh: no RESULT line from wrk: $(cat "$tmp/wrk.out")" >&2; exit 1; }
+  echo "$(grep '^RESULT ' "$tmp/wrk.out" | sed -e 's/^RESULT //' -e 's/[a-z_0-9]*=//g') $wrk_ticks"
 }
 rate() { python3 -c "print(round($1 / ($2 / 1e6)))"; }
 
 loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
 log "cgroup $cgroup at $group; wrk on CPU $cpu_load, NGINX and the worker on CPU $cpu_shared; load average $loadavg"
-before=$(snapshot before)
-read -r requests dur_us _ _ _ < <(run_wrk 64 3 "$tmp/closed.lua")
-max_busy=$(busy "$before" "$(snapshot after)")
+before=$(snapshot)
+read -r requests dur_us _ _ _ _ < <(run_wrk 64 3 "$tmp/closed.lua")
+max_busy=$(busy "$before" "$(snapshot)")
 max_rps=$(rate "$requests" "$dur_us")
 log "NGINX alone on its CPU, closed loop: $max_rps req/s, NGINX's processes using $max_busy of the CPU"
 
@@ -265,9 +251,9 @@ want=$(python3 -c "print(round($max_rps * $load * 0.5))")
 achieved=1
 for step in 1 2 3 4; do
   conns=$(python3 -c "print(max(8, round($want / $achieved * $think_ms / 1000)))")
-  before=$(snapshot before)
-  read -r requests dur_us _ _ _ < <(run_wrk "$conns" 4 "$tmp/paced.lua" "$think_ms")
-  b=$(busy "$before" "$(snapshot after)")
+  before=$(snapshot)
+  read -r requests dur_us _ _ _ _ < <(run_wrk "$conns" 4 "$tmp/paced.lua" "$think_ms")
+  b=$(busy "$before" "$(snapshot)")
   got=$(rate "$requests" "$dur_us")
   log "calibration $step: $conns connections, $got req/s, NGINX's processes using $b of the CPU"
   achieved=$(python3 -c "print($got / ($conns * 1000 / $think_ms))")
@@ -293,13 +279,14 @@ for round in $(seq "$repeats"); do
     # and kept out of the figures if a repeat is quiet.
     for attempt in 1 2 3; do
       [ "$case" = alone ] || { start_worker; sleep 1; }
-      before=$(snapshot before)
+      before=$(snapshot)
       result=$(run_wrk "$conns" "$duration" "$tmp/paced.lua" "$think_ms")
-      after=$(snapshot after)
-      other=$(other_ticks)
+      after=$(snapshot)
       [ "$case" = alone ] || stop_worker
-      read -r _ st0 _ _ <<<"${before#* * }"
-      read -r _ st1 _ _ <<<"${after#* * }"
+      read -r n0 w0 _ st0 _ _ tb0 <<<"$before"
+      read -r n1 w1 _ st1 _ _ tb1 <<<"$after"
+      other=$((tb1 - tb0 - (n1 - n0) - (w1 - w0) - ${result##* }))
+      ((other > 0)) || other=0
       quiet=$(python3 -c "print(int($other / max(1, $st1 - $st0) <= 0.15))")
       kept=1
       [ "$quiet" -eq 1 ] || [ "$attempt" -eq 3 ] || kept=0
@@ -319,10 +306,10 @@ runs = {}
 for line in open(sys.argv[1]):
     f = line.split()
     case, rnd = f[0], int(f[1])
-    requests, dur_us, p50, p99, errors = map(int, f[2:7])
-    b = list(map(int, f[7:13]))
-    a = list(map(int, f[13:19]))
-    other, kept = int(f[19]), f[20] == "1"
+    requests, dur_us, p50, p99, errors, _ = map(int, f[2:8])
+    b = list(map(int, f[8:15]))
+    a = list(map(int, f[15:22]))
+    other, kept = int(f[22]), f[23] == "1"
     secs = dur_us / 1e6
     runs.setdefault(case, []).append({
         "round": rnd,
