@@ -8,7 +8,8 @@
 //!
 //! Needs root, a writable cgroup cpu controller, nginx and wrk; the script names whatever is
 //! missing and exits 2. Then this test fails with that reason, unless `COLOCATE_INTERFERENCE=skip`
-//! is set. About 3.5 min; the report is `target/test-reports/interference.json`.
+//! is set. About 3.5 min on an idle machine (a run during which other programs were busy is
+//! repeated, so up to three times that); the report is `target/test-reports/interference.json`.
 
 use std::path::Path;
 use std::process::Command;
