@@ -18,6 +18,7 @@ pub mod gate;
 pub mod jobs;
 mod ledger;
 pub mod masters;
+pub mod node_status;
 pub mod poller;
 pub mod record;
 pub mod services;
@@ -254,7 +255,7 @@ async fn start_reflectors(
     stats: &Arc<WatchStats>,
     tasks: &mut Supervisor,
 ) -> Result<(Caches, Option<AdapterJobs>), StartError> {
-    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
+    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone(), config.run.batch_resources);
     for (kind, driver) in KINDS.iter().zip(drivers) {
         tasks.spawn_infallible(format!("reflector {kind}"), Until::Aborted, driver);
     }
