@@ -285,11 +285,14 @@ for case in cases:
         f"{num(pc['forced_preemptions'])} / {num(wc['forced_preemptions'])}",
         " / ".join([num(pre["avg_cpu_allocation"], 3), num(pre["slo_violation_s"]),
                     num(pre["pending_online_pod_s"]), num(pre["forced_preemptions"])]),
+        f"{num(wc['avg_cpu_usage'], 3)} / {num(by['wait']['colocate-usage']['avg_cpu_usage'], 3)}"
+        f" (≥ {case['min_usage']})",
     ])
 blocks["trace-scenarios"] = table(
     ["case", "trace (../shared/traces)", "cluster", "colocate alloc, preempt / wait (floor)",
      "SLO viol. s, preempt / wait (online-only)", "pending pod-s, preempt / wait",
-     "killed, preempt / wait", "preemption: alloc / SLO s / pending pod-s / killed"], rows)
+     "killed, preempt / wait", "preemption: alloc / SLO s / pending pod-s / killed",
+     "CPU usage: colocate / colocate-usage (floor)"], rows)
 
 windows = json.load(open(os.path.join(reports, "trace_jobs.json")))["windows"]
 rows, ratios = [], []

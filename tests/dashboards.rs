@@ -91,7 +91,12 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     };
     let snap = Snapshot {
         now: Duration::from_secs(60),
-        nodes: vec![Node { name: "n1".into(), allocatable: Resources::new(8000, 32 * gi, 0), schedulable: true, batch: None }],
+        nodes: vec![Node {
+            name: "n1".into(),
+            allocatable: Resources::new(8000, 32 * gi, 0),
+            schedulable: true,
+            batch: None,
+        }],
         pods: vec![
             pod("ds", PodClass::System, 500),
             pod("nginx-0", PodClass::Online { service: "nginx".into() }, 2000),

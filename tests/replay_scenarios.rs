@@ -182,21 +182,21 @@ fn out_dir_gets_report_timeline_and_chart() {
     let mut lines = csv.lines();
     let header = lines.next().unwrap();
     assert!(header.starts_with("policy,t_s,cpu_allocation") && header.contains("job-b_workers"), "{header}");
-    // 1200 one-second steps for each of the five policies.
-    assert_eq!(lines.count(), 5 * 1200);
+    // 1200 one-second steps for each of the six policies.
+    assert_eq!(lines.count(), 6 * 1200);
     let svg = std::fs::read_to_string(dir.path().join("chart.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches(r#"class="target""#).count(), 5, "one target line per policy panel");
-    assert_eq!(svg.matches(r#"class="slo""#).count(), 5, "one SLO line per policy's strip");
-    assert_eq!(svg.matches(r#"class="p99""#).count(), 5, "one p99 line per policy's strip");
+    assert_eq!(svg.matches(r#"class="target""#).count(), 6, "one target line per policy panel");
+    assert_eq!(svg.matches(r#"class="slo""#).count(), 6, "one SLO line per policy's strip");
+    assert_eq!(svg.matches(r#"class="p99""#).count(), 6, "one p99 line per policy's strip");
     // elasticdl-overlap has no service pods waiting under any policy: no pending area is drawn.
     assert_eq!(svg.matches(r#"class="pending""#).count(), 0);
-    // Its jobs have work: completion times per job (two jobs under four policies; online-only
+    // Its jobs have work: completion times per job (two jobs under five policies; online-only
     // runs none) and a CDF per policy.
     let jct = std::fs::read_to_string(dir.path().join("jct.csv")).unwrap();
-    assert_eq!(jct.lines().count(), 1 + 4 * 2, "{jct}");
+    assert_eq!(jct.lines().count(), 1 + 5 * 2, "{jct}");
     let cdf = std::fs::read_to_string(dir.path().join("jct_cdf.svg")).unwrap();
-    assert_eq!(cdf.matches(r#"class="cdf""#).count(), 4);
+    assert_eq!(cdf.matches(r#"class="cdf""#).count(), 5);
     let said = String::from_utf8(out.stdout).unwrap();
     assert!(said.contains("chart.svg, jct.csv, jct_cdf.svg"), "{said}");
 }
@@ -216,7 +216,10 @@ fn out_dir_of_a_many_job_trace_stays_small_and_keeps_every_job_s_workers() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let timeline = std::fs::read_to_string(dir.path().join("timeline.csv")).unwrap();
     let header = timeline.lines().next().unwrap();
-    assert!(header.ends_with(",jobs_with_workers,workers") && !header.contains("trace-0_workers"), "{header}");
+    assert!(
+        header.ends_with(",jobs_with_workers,workers,cpu_usage") && !header.contains("trace-0_workers"),
+        "{header}"
+    );
     let changes = std::fs::read_to_string(dir.path().join("job_workers.csv")).unwrap();
     let size = timeline.len() + changes.len();
     assert!(size < 8_000_000, "{size} bytes");
@@ -231,8 +234,9 @@ fn out_dir_of_a_many_job_trace_stays_small_and_keeps_every_job_s_workers() {
     assert_eq!(jobs.len(), 2 * 300);
     // At the end every job is done: no workers left in either file.
     assert!(at.values().all(|&w| w == 0), "workers left at the end");
-    let last = timeline.lines().last().unwrap();
-    assert!(last.ends_with(",0,0"), "{last}");
+    let last: Vec<&str> = timeline.lines().last().unwrap().split(',').collect();
+    // ... jobs_with_workers, workers, cpu_usage.
+    assert_eq!(last[last.len() - 3..last.len() - 1], ["0", "0"], "{last:?}");
     let said = String::from_utf8(out.stdout).unwrap();
     assert!(said.contains("job_workers.csv"), "{said}");
 }

@@ -60,7 +60,12 @@ fn pod(name: &str, class: PodClass, cpu: i64) -> Pod {
 fn snapshot() -> Snapshot {
     Snapshot {
         now: Duration::from_secs(60),
-        nodes: vec![Node { name: "n1".into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true, batch: None }],
+        nodes: vec![Node {
+            name: "n1".into(),
+            allocatable: Resources::new(8000, 32 * GI, 0),
+            schedulable: true,
+            batch: None,
+        }],
         pods: vec![
             pod("ds", PodClass::System, 500),
             pod("nginx-0", PodClass::Online { service: "nginx".into() }, 2000),

@@ -34,7 +34,11 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Policies to compare, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "colocate,colocate-usage,preemption,gang,gang-backfill,online-only")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "colocate,colocate-usage,preemption,gang,gang-backfill,online-only"
+    )]
     pub policies: Vec<Policy>,
     /// No progress bar, even on a terminal.
     #[arg(long)]

@@ -152,7 +152,9 @@ impl<'a> World<'a> {
         let reported = vec![MasterReport::default(); jobs.len()];
         let core = match policy {
             Policy::Colocate => Some(Core::new(spec.controller.clone())),
-            Policy::ColocateUsage => Some(Core::new(Config { capacity: CapacityMode::Usage, ..spec.controller.clone() })),
+            Policy::ColocateUsage => {
+                Some(Core::new(Config { capacity: CapacityMode::Usage, ..spec.controller.clone() }))
+            }
             _ => None,
         };
         World {

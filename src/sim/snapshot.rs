@@ -39,7 +39,10 @@ fn build_snapshot(world: &World) -> Snapshot {
     let per_replica: Vec<Option<f64>> = (0..spec.services.len())
         .map(|s| {
             let (_, ready) = world.replica_counts(s);
-            world.services[s].usage_sample.filter(|_| usage_mode).map(|rate| utilization(&spec.services[s], rate, ready))
+            world.services[s]
+                .usage_sample
+                .filter(|_| usage_mode)
+                .map(|rate| utilization(&spec.services[s], rate, ready))
         })
         .collect();
     let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();
@@ -60,10 +63,8 @@ fn build_snapshot(world: &World) -> Snapshot {
             let usage = match p.kind {
                 _ if !usage_mode || p.node.is_none() => None,
                 PodKind::System => Some(p.requests),
-                PodKind::Online { service } if p.is_ready(now) => per_replica[service].map(|u| Resources {
-                    cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64,
-                    ..p.requests
-                }),
+                PodKind::Online { service } if p.is_ready(now) => per_replica[service]
+                    .map(|u| Resources { cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64, ..p.requests }),
                 _ => None,
             };
             Pod {

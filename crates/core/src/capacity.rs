@@ -148,7 +148,8 @@ pub fn online_needs(
         let ceiling = svc.hpa.as_ref().map_or(u32::MAX, |h| h.max_replicas.max(expected));
         let headroom = expected.saturating_add(svc.headroom_replicas).min(ceiling) - expected;
         let target = svc.hpa.as_ref().and_then(|h| h.metric).map_or(1.0, |m| m.target.clamp(0.0, 1.0));
-        let replica_usage = Resources { cpu_milli: (svc.replica.cpu_milli as f64 * target).ceil() as i64, ..svc.replica };
+        let replica_usage =
+            Resources { cpu_milli: (svc.replica.cpu_milli as f64 * target).ceil() as i64, ..svc.replica };
         needs.push(OnlineNeed {
             service: svc.name.clone(),
             replica: svc.replica,
@@ -207,6 +208,9 @@ pub fn node_rooms(
     let usage_mode = config.capacity == CapacityMode::Usage;
     let trends: NameMap<&str, f64> = needs.iter().map(|n| (n.service.as_str(), n.trend)).collect();
     let mut in_use: NameMap<SharedName, ServiceUse> = NameMap::default();
+    // Per node, in usage mode: CPU its online and system pods request and do not use (what usage
+    // reclaims), the most the CPU margin takes there.
+    let mut reclaimed = vec![0_i64; rooms.len()];
     // Per node: the scheduler's victims that outlast a release, and what they hold.
     let mut held: NameMap<usize, (u32, Resources)> = NameMap::default();
     for (p, pod) in snap.pods.iter().enumerate() {
@@ -223,6 +227,7 @@ pub fn node_rooms(
         if !worker && usage_mode {
             let held = held_in_use(pod, &trends, &mut in_use);
             room.training_room -= held;
+            reclaimed[i] += (pod.requests.cpu_milli - held.cpu_milli).max(0);
         } else if !worker {
             room.training_room -= pod.requests;
         } else if victim_outlasts_a_release(snap, index, p) {
@@ -283,11 +288,16 @@ pub fn node_rooms(
         }
     }
     if usage_mode {
-        for room in &mut rooms {
-            // CPU and memory, which usage moves; GPUs are held by requests in either mode.
+        // The CPU margin covers what usage samples miss of the pods they measure, so it takes
+        // no more than the CPU those pods request and leave unused: a node whose CPU is all
+        // requested as it is (a GPU pool's) has no less room than `capacity: requests` gives
+        // it. The memory margin is whole: the scheduler places online pods blind to what
+        // BestEffort workers hold, so a burst that outruns the releases lands in it, where
+        // otherwise the kubelet would evict. GPUs are held by requests in either mode.
+        for (room, reclaimed) in rooms.iter_mut().zip(&reclaimed) {
             let a = room.allocatable;
             room.training_room -= Resources {
-                cpu_milli: a.scaled_up(config.usage_cpu_margin).cpu_milli,
+                cpu_milli: a.scaled_up(config.usage_cpu_margin).cpu_milli.min(*reclaimed),
                 memory_bytes: a.scaled_up(config.usage_memory_margin).memory_bytes,
                 gpu: 0,
             };
@@ -311,7 +321,11 @@ struct ServiceUse {
 /// by its service's load trend (a load balancer sends new load to the pods there are) up to its
 /// request (beyond it, the HPA adds pods, which take the rest), and never less memory than it
 /// requests; its requests where no usage is known. Adds an online pod's share to `in_use`.
-fn held_in_use(pod: &super::snapshot::Pod, trends: &NameMap<&str, f64>, in_use: &mut NameMap<SharedName, ServiceUse>) -> Resources {
+fn held_in_use(
+    pod: &super::snapshot::Pod,
+    trends: &NameMap<&str, f64>,
+    in_use: &mut NameMap<SharedName, ServiceUse>,
+) -> Resources {
     let service = match &pod.class {
         PodClass::Online { service } => Some(service),
         _ => None,

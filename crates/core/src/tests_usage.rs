@@ -55,12 +55,19 @@ fn memory_counts_at_the_larger_of_request_and_usage() {
 }
 
 #[test]
-fn the_usage_margins_come_off_cpu_and_memory() {
-    let config = Config { usage_cpu_margin: 0.25, usage_memory_margin: 0.5, ..usage() };
-    let d = decide_once(config, &idle_request(Some(res(3000, 8))));
-    // 12 CPU - 4; 55 GiB - 32.
-    assert_eq!(node_cap(&d, "n1").batch, Some(res(8000, 23)));
+fn the_usage_margins_come_off_cpu_and_memory_up_to_what_usage_measures() {
+    let config = Config { usage_cpu_margin: 0.25, usage_memory_margin: 0.1, ..usage() };
+    let d = decide_once(config.clone(), &idle_request(Some(res(3000, 8))));
+    // CPU: 12 - 4; memory: 55 GiB - 6.4 GiB (a tenth of 64), floored to whole MiB.
+    let batch = node_cap(&d, "n1").batch.unwrap();
+    assert_eq!(batch.cpu_milli, 8000);
+    assert_eq!(batch.memory_bytes, (55 * GI - (64 * GI) / 10) / MI * MI);
     assert_eq!(move_of(&d, "a"), (0, 4));
+    // The CPU margin takes at most what usage reclaims (web-0 uses 7 of its 8 CPU: 1), so no
+    // node has less CPU for training than requests mode gives it; memory's is whole.
+    let big = Config { usage_cpu_margin: 0.5, usage_memory_margin: 0.5, ..config };
+    let d = decide_once(big, &idle_request(Some(res(7000, 8))));
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(16_000 - 7000 - 1000 - 1000, 55 - 32)));
 }
 
 /// Workers in usage mode request batch resources only: they hold no room from the scheduler's
@@ -81,12 +88,12 @@ fn workers_hold_no_scheduler_room_and_coming_pods_hold_what_they_will_use() {
     );
     let d = decide_once(usage(), &s);
     let room = node_cap(&d, "n1");
-    // The third replica is reserved at its request for the scheduler, and holds 4 CPU x 0.6 of
-    // training room: 16 - 2 x 2.4 - 2.4 = 8.8 CPU, four workers.
+    // The third replica is reserved at its request for the scheduler. Its service's load is
+    // flat, so it takes a share of what the two use now and holds no training CPU of its own:
+    // 16 - 2 x 2.4 = 11.2 CPU, enough for the five workers; its memory is held.
     assert_eq!(room.reserved_online, res(4000, 4));
-    assert_eq!(room.training_room, res(8800, 64 - 8 - 4));
-    assert_eq!(move_of(&d, "a"), (5, 4));
-    assert_eq!(the_intent(&d, "a").reason, Reason::OnlineHeadroom);
+    assert_eq!(room.training_room, res(11_200, 64 - 8 - 4));
+    assert_no_intents(&d);
 }
 
 /// A rising load grows the usage of the pods serving it before the HPA adds any: training's

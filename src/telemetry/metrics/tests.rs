@@ -23,7 +23,12 @@ fn snapshot(node: &str) -> Snapshot {
     let worker = |i: u32| pod(&format!("a-{i}"), PodClass::Worker { job: "a".into() }, Some(node), 1000);
     Snapshot {
         now: Duration::from_secs(100),
-        nodes: vec![Node { name: node.into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true, batch: None }],
+        nodes: vec![Node {
+            name: node.into(),
+            allocatable: Resources::new(8000, 32 * GI, 0),
+            schedulable: true,
+            batch: None,
+        }],
         pods: vec![
             pod("ds", PodClass::System, Some(node), 500),
             pod("nginx-0", PodClass::Online { service: "nginx".into() }, Some(node), 2000),
@@ -240,8 +245,18 @@ fn an_intent_repeated_by_later_decisions_is_counted_once() {
 #[test]
 fn training_cpu_per_service_counts_workers_on_the_services_nodes_only() {
     let mut snap = snapshot("n1");
-    snap.nodes.push(Node { name: "n2".into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true, batch: None });
-    snap.nodes.push(Node { name: "n3".into(), allocatable: Resources::new(8000, 32 * GI, 0), schedulable: true, batch: None });
+    snap.nodes.push(Node {
+        name: "n2".into(),
+        allocatable: Resources::new(8000, 32 * GI, 0),
+        schedulable: true,
+        batch: None,
+    });
+    snap.nodes.push(Node {
+        name: "n3".into(),
+        allocatable: Resources::new(8000, 32 * GI, 0),
+        schedulable: true,
+        batch: None,
+    });
     let worker = |name: &str, node: &str, cpu: i64| pod(name, PodClass::Worker { job: "a".into() }, Some(node), cpu);
     snap.pods.extend([
         // A second nginx replica on n1 does not count n1's workers twice.
