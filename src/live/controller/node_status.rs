@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
@@ -72,15 +71,13 @@ impl NodeStatusWriter {
             }
             let plan = plans.borrow_and_update().clone();
             let now = Instant::now();
-            let writes = writes_needed(&plan, &sent, now);
-            let results: Vec<(String, Option<Resources>, bool)> = futures::stream::iter(writes)
-                .map(|b| async move { (b.node.clone(), b.want, self.write(b).await) })
-                .buffer_unordered(IN_FLIGHT)
-                .collect()
-                .await;
-            for (node, want, ok) in results {
-                if ok {
-                    sent.insert(node, (want, now));
+            let writes: Vec<NodeBatch> = writes_needed(&plan, &sent, now).into_iter().cloned().collect();
+            for chunk in writes.chunks(IN_FLIGHT) {
+                let done = futures::future::join_all(chunk.iter().map(|b| self.write(b))).await;
+                for (b, ok) in chunk.iter().zip(done) {
+                    if ok {
+                        sent.insert(b.node.clone(), (b.want, now));
+                    }
                 }
             }
             sent.retain(|node, _| plan.iter().any(|b| &b.node == node));
@@ -89,9 +86,9 @@ impl NodeStatusWriter {
 
     /// One node's write; whether it went out and succeeded.
     async fn write(&self, b: &NodeBatch) -> bool {
-        let patch = status_patch(b.want, self.names);
+        let patch = Patch::Merge(status_patch(b.want, self.names));
         let params = PatchParams::default();
-        let sent = self.gate.write(Write::NodeStatus, &b.node, self.api.patch_status(&b.node, &params, &Patch::Merge(&patch)));
+        let sent = self.gate.write(Write::NodeStatus, &b.node, self.api.patch_status(&b.node, &params, &patch));
         match sent.await {
             Ok(Ok(_)) => {
                 tracing::debug!(node = %b.node, want = ?b.want, carried = ?b.carried, "node batch capacity written");
