@@ -12,6 +12,7 @@ mod support;
 
 use std::time::Duration;
 
+use colocate::core::resources::parse_memory;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
@@ -37,8 +38,9 @@ const GI: i64 = 1 << 30;
 async fn carried(client: &Client, name: &str) -> Option<(i64, i64)> {
     let node = Api::<Node>::all(client.clone()).get(name).await.expect("node");
     let allocatable = node.status?.allocatable?;
-    let cpu = allocatable.get("colocate.dev/batch-cpu")?.0.parse().ok()?;
-    let memory = allocatable.get("colocate.dev/batch-memory")?.0.parse().ok()?;
+    // The API server keeps a quantity in its canonical form: 7000 millicores reads "7k".
+    let cpu = parse_memory(&allocatable.get("colocate.dev/batch-cpu")?.0).ok()?;
+    let memory = parse_memory(&allocatable.get("colocate.dev/batch-memory")?.0).ok()?;
     Some((cpu, memory))
 }
 
@@ -81,11 +83,15 @@ async fn nodes_carry_their_batch_capacity_and_the_scheduler_places_best_effort_w
     for node in ["node-a", "node-b"] {
         let (cpu, memory) = nginx_requests_on(&client, node).await;
         let want = (8000 - cpu, 64 * GI - memory);
-        let got = eventually(Duration::from_secs(20), "the node's batch capacity", || {
+        eventually(Duration::from_secs(20), "the node's batch capacity", || {
             let client = client.clone();
-            async move { carried(&client, node).await.filter(|c| *c == want) }
+            async move { carried(&client, node).await }
         })
         .await;
+        // Past a few decisions (1 s ticks): what it settles at.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let got = carried(&client, node).await.unwrap();
+        assert_eq!(got, want, "{node}: (batch-cpu, batch-memory)");
         eprintln!("{node} carries batch-cpu {} and batch-memory {} (NGINX requests {cpu}m there)", got.0, got.1);
     }
     // The kubelet's stand-in keeps renewing the node's status: the resources stay.
