@@ -113,7 +113,8 @@ async fn nodes_carry_their_batch_capacity_and_the_scheduler_places_best_effort_w
         let pods = pods.clone();
         async move {
             let status = pods.get("too-big").await.ok()?.status?;
-            let unschedulable = status.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+            let unschedulable =
+                status.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
             unschedulable.message
         }
     })

@@ -93,8 +93,9 @@ pub fn carried(n: &KubeNode, names: BatchNames) -> Result<Option<Resources>, Bad
 /// requests, or its limits where it requests none (an extended resource's request defaults to
 /// its limit).
 pub fn requested(p: &KubePod, names: BatchNames) -> Result<Resources, BadBatchQuantity> {
-    let object =
-        || format!("pod/{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""));
+    let object = || {
+        format!("pod/{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))
+    };
     let mut sum = Resources::ZERO;
     for c in p.spec.iter().flat_map(|s| &s.containers) {
         let r = c.resources.as_ref();
@@ -114,7 +115,9 @@ pub fn requested(p: &KubePod, names: BatchNames) -> Result<Resources, BadBatchQu
 /// JSON patch's `remove` fails on a node that carries nothing.
 pub fn status_patch(batch: Option<Resources>, names: BatchNames) -> Value {
     let values = match batch {
-        Some(b) => json!({ names.cpu(): b.cpu_milli.max(0).to_string(), names.memory(): b.memory_bytes.max(0).to_string() }),
+        Some(b) => {
+            json!({ names.cpu(): b.cpu_milli.max(0).to_string(), names.memory(): b.memory_bytes.max(0).to_string() })
+        }
         None => json!({ names.cpu(): null, names.memory(): null }),
     };
     json!({ "status": { "capacity": values, "allocatable": values } })

@@ -115,7 +115,11 @@ mod tests {
 
     #[test]
     fn only_nodes_that_carry_something_else_are_written_and_a_fresh_write_is_not_repeated() {
-        let plan = vec![batch("same", Some(4000), Some(4000)), batch("fell", Some(2000), Some(4000)), batch("gone", None, Some(1000))];
+        let plan = vec![
+            batch("same", Some(4000), Some(4000)),
+            batch("fell", Some(2000), Some(4000)),
+            batch("gone", None, Some(1000)),
+        ];
         let now = Instant::now();
         let names = |w: Vec<&NodeBatch>| w.iter().map(|b| b.node.clone()).collect::<Vec<_>>();
         assert_eq!(names(writes_needed(&plan, &HashMap::new(), now)), ["fell", "gone"]);

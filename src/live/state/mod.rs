@@ -174,7 +174,7 @@ impl ClusterState {
             Event::InitApply(n) => {
                 let entry = node_entry(n, self.batch_names);
                 self.node_buffer.get_or_insert_with(Vec::new).push(entry)
-            },
+            }
             Event::InitDone => {
                 let listed = self.node_buffer.take().unwrap_or_default();
                 self.snapshot.nodes.clear();
@@ -273,10 +273,9 @@ impl ClusterState {
             return (key, Translated::Finished, None);
         }
         // A worker in usage mode holds its batch request; no other pod asks for any.
-        let requests =
-            translate::pod_requests(p).map_err(|e| e.to_string()).and_then(|r| {
-                Ok(r + batch::requested(p, self.batch_names).map_err(|e| e.to_string())?)
-            });
+        let requests = translate::pod_requests(p)
+            .map_err(|e| e.to_string())
+            .and_then(|r| Ok(r + batch::requested(p, self.batch_names).map_err(|e| e.to_string())?));
         let translated = match requests {
             Err(e) => Translated::Unusable(e),
             Ok(requests) => {
