@@ -444,6 +444,29 @@ fn default_install_is_hardened_and_highly_available() {
     }
 }
 
+/// `capacity: usage` needs to patch nodes' status, and only that: a role of its own, rendered
+/// only then, bound to the controller's ServiceAccount.
+#[test]
+fn usage_mode_may_patch_node_status_and_requests_mode_may_not() {
+    let requests = documents(&template(&[]));
+    let writes_nodes = |docs: &[Value]| {
+        docs.iter().filter(|d| d["kind"] == "ClusterRole").flat_map(|d| d["rules"].as_array().unwrap().clone()).any(
+            |r| {
+                r["resources"].as_array().unwrap().iter().any(|v| v.as_str().unwrap().starts_with("nodes"))
+                    && r["verbs"].as_array().unwrap().iter().any(|v| v != "get" && v != "list" && v != "watch")
+            },
+        )
+    };
+    assert!(!writes_nodes(&requests), "requests mode may write nodes: {}", kinds(&requests));
+    let usage = documents(&template(&["--set", "config.controller.capacity=usage"]));
+    let role = object(&usage, "ClusterRole", "colocate-node-status");
+    assert_eq!(role["rules"], json!([{"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]));
+    let binding = object(&usage, "ClusterRoleBinding", "colocate-node-status");
+    assert_eq!(binding["roleRef"]["name"], "colocate-node-status");
+    assert_eq!(binding["subjects"][0]["name"], "colocate");
+    assert!(rendered_config(&template(&["--set", "config.controller.capacity=usage"])).contains("capacity: usage"));
+}
+
 #[test]
 fn prometheus_rule_carries_the_plain_rules_file_plus_alert_labels() {
     let docs = documents(&template(&[

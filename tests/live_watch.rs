@@ -101,7 +101,7 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
 
     let changed = Arc::new(Notify::new());
     let stats = Arc::new(WatchStats::default());
-    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
+    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone(), Default::default());
     let tasks: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
     tokio::time::timeout(Duration::from_secs(30), caches.wait_until_ready()).await.expect("caches sync").unwrap();
 

@@ -93,7 +93,8 @@ async fn colocate_counts_a_nodes_room_as_kube_scheduler_does() {
     bed.kubectl_apply(&node_manifest(NODE, "10", "32Gi"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let changed = std::sync::Arc::new(Notify::new());
-    let (caches, drivers) = Caches::new(client.clone(), changed, std::sync::Arc::new(WatchStats::default()));
+    let (caches, drivers) =
+        Caches::new(client.clone(), changed, std::sync::Arc::new(WatchStats::default()), Default::default());
     let tasks: Vec<_> = drivers.into_iter().map(tokio::spawn).collect();
     tokio::time::timeout(Duration::from_secs(30), caches.wait_until_ready()).await.expect("caches sync").unwrap();
 

@@ -1,6 +1,7 @@
 //! The live controller's edges: Kubernetes objects in, the master protocol out.
 
 pub mod adapters;
+pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod controller;

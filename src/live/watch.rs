@@ -5,6 +5,7 @@
 //! container details), to keep memory low on large clusters. Every change wakes the decision
 //! loop; watch errors are counted and retried with backoff.
 
+use crate::live::batch::BatchNames;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,9 +88,16 @@ struct Reporting {
 impl Caches {
     /// Starts nothing by itself: returns the caches and the futures that fill them (spawn
     /// them). `changed` is notified on every event.
-    pub fn new(client: Client, changed: Arc<Notify>, stats: Arc<WatchStats>) -> (Caches, Vec<Driver>) {
+    /// Nodes' and workers' batch resources are read by `batch_names`.
+    pub fn new(
+        client: Client,
+        changed: Arc<Notify>,
+        stats: Arc<WatchStats>,
+        batch_names: BatchNames,
+    ) -> (Caches, Vec<Driver>) {
         let (listed_tx, listed) = watch::channel(false);
-        let feed = StateFeed { state: Arc::new(Mutex::new(ClusterState::default())), listed: Arc::new(listed_tx) };
+        let state = ClusterState::with_batch_names(batch_names);
+        let feed = StateFeed { state: Arc::new(Mutex::new(state)), listed: Arc::new(listed_tx) };
         let to = Reporting { changed, stats };
         let d0 = feed.driver(Watch::all(Api::all(client.clone()), strip_node), ClusterState::apply_node, 0, &to);
         let d1 = feed.driver(Watch::all(Api::all(client.clone()), strip_pod), ClusterState::apply_pod, 1, &to);

@@ -98,7 +98,6 @@ pub fn refusals() -> Vec<Refusal> {
         setting("controller.trend_window", "0s", "must be longer than 0s"),
         setting("controller.trend_window", "0h 0ms", "must be longer than 0s"),
         setting("controller.hpa_sync_period", "0s", "must be longer than 0s"),
-        setting("controller.capacity", "usage", "`usage` is not served by `colocate run` in this version"),
         // The parsing of the file: types, unknown keys.
         setting("controller.grow_max_step", "1.5", "invalid type: floating point `1.5`, expected u32"),
         setting("controller.latency_guard_max_steps", "-1", "invalid type: integer `-1`, expected u32"),

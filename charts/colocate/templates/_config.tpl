@@ -72,9 +72,6 @@ durations are parsed, and the range and consistency checks of Config::validate a
 {{- $_ := set $out $key $n }}
 {{- end }}
 {{- else if eq $key "capacity" }}
-{{- if ne (toString $v) "requests" }}
-{{- fail (printf "config.controller.capacity: `%v` is not served by `colocate run` in this version: it does not publish batch capacity on nodes, so no worker could be placed against it (replay plays it as the policy colocate-usage)" $v) }}
-{{- end }}
 {{- $_ := set $out $key $v }}
 {{- else if eq $key "completion_time_split" }}
 {{- if not (kindIs "bool" $v) }}

@@ -19,7 +19,8 @@ use clap::Args;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_norway::Value;
 
-use crate::core::{CapacityMode, Config};
+use crate::core::Config;
+use crate::live::batch::BatchNames;
 use crate::live::master_client::ClientConfigError;
 use crate::live::tls::TlsFiles;
 use crate::yaml::{self, InputError};
@@ -169,6 +170,11 @@ pub struct RunSettings {
     /// still watched cluster-wide: online pods and workers share nodes across namespaces.
     #[serde(deserialize_with = "null_as_default::job_namespaces")]
     pub job_namespaces: Vec<String>,
+    /// `controller.capacity: usage`: the names of the batch resources published on nodes and
+    /// requested by workers: `colocate` (`colocate.dev/batch-cpu`, `colocate.dev/batch-memory`)
+    /// or `koordinator` (`kubernetes.io/batch-cpu`, `kubernetes.io/batch-memory`).
+    #[serde(deserialize_with = "null_as_default::batch_resources")]
+    pub batch_resources: BatchNames,
 }
 
 impl Default for RunSettings {
@@ -196,6 +202,7 @@ impl Default for RunSettings {
             master_timeout: Duration::from_secs(5),
             adapters: false,
             job_namespaces: Vec::new(),
+            batch_resources: BatchNames::Colocate,
         }
     }
 }
@@ -226,6 +233,7 @@ null_as_default!(
     master_tls: TlsFiles,
     adapters: bool,
     job_namespaces: Vec<String>,
+    batch_resources: BatchNames,
 );
 
 /// A duration written as the file writes it (`1m 30s`), both ways.
@@ -318,14 +326,6 @@ impl RunConfig {
     /// The checks serde cannot make: ranges, settings that must agree, names, the TLS files.
     fn check(&self, invalid: &impl Fn(&str, String) -> InputError) -> Result<(), InputError> {
         let run = &self.run;
-        if self.controller.capacity == CapacityMode::Usage {
-            return Err(invalid(
-                "controller.capacity",
-                "`usage` is not served by `colocate run` in this version: it does not publish batch capacity on \
-                 nodes, so no worker could be placed against it (replay plays it as the policy colocate-usage)"
-                    .into(),
-            ));
-        }
         for (key, value) in [
             ("run.sample_interval", run.sample_interval),
             ("run.status_interval", run.status_interval),

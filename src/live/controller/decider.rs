@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use super::ledger::{Actuation, Bounded};
+use super::node_status::{NodeBatch, NodeBatches};
 use super::poller::Poller;
 use super::services::ServiceDirectory;
 use crate::core::Core;
@@ -43,6 +44,12 @@ pub struct Decider {
     leader: watch::Receiver<bool>,
     dry_run: bool,
     actuation: watch::Sender<Actuation>,
+    /// Where the batch capacity each node should carry goes (the node-status writer).
+    node_batches: watch::Sender<NodeBatches>,
+    /// Batch resources colocate names as its own (`colocate.dev/`): a node still carrying them
+    /// when the decision gives it none (`capacity: requests`) has them removed. Koordinator's
+    /// names are left alone then: Koordinator may be the one publishing them.
+    owns_batch_names: bool,
     /// Problems reported by the previous decision, so each is logged once when it appears.
     known_problems: Vec<String>,
 }
@@ -58,7 +65,26 @@ impl Decider {
         dry_run: bool,
         actuation: watch::Sender<Actuation>,
     ) -> Decider {
-        Decider { core, sources, metrics, leader, dry_run, actuation, known_problems: Vec::new() }
+        let (node_batches, _) = watch::channel(NodeBatches::new());
+        Decider {
+            core,
+            sources,
+            metrics,
+            leader,
+            dry_run,
+            actuation,
+            node_batches,
+            owns_batch_names: false,
+            known_problems: Vec::new(),
+        }
+    }
+
+    /// Hands each decision's batch capacity per node to `node_batches` (while leading and not
+    /// in a dry run); `owns_batch_names`: see the field.
+    pub fn publishing(mut self, node_batches: watch::Sender<NodeBatches>, owns_batch_names: bool) -> Decider {
+        self.node_batches = node_batches;
+        self.owns_batch_names = owns_batch_names;
+        self
     }
 
     pub async fn run(
@@ -144,6 +170,13 @@ impl Decider {
             }
         }
         let decision = self.core.decide(snap);
+        let batches: NodeBatches = decision
+            .nodes
+            .iter()
+            .zip(&snap.nodes)
+            .filter(|(d, n)| d.batch.is_some() || (n.batch.is_some() && self.owns_batch_names))
+            .map(|(d, n)| NodeBatch { node: n.name.clone(), want: d.batch, carried: n.batch })
+            .collect();
         let fresh = self.metrics.observe_decision(&decision, snap, started.elapsed());
         self.metrics.record_decision();
         span.record("intents", decision.intents.len());
@@ -180,9 +213,11 @@ impl Decider {
         }
         if leading && !self.dry_run {
             self.actuation.send_replace(actuation.clone());
+            self.node_batches.send_replace(batches);
         } else {
             // A follower (or a dry run) must not leave a stale actuation for when it leads.
             self.actuation.send_replace(Actuation::default());
+            self.node_batches.send_replace(NodeBatches::new());
         }
         actuation
     }

@@ -59,7 +59,8 @@ struct Setup {
 async fn setup(leading: bool, dry_run: bool) -> Setup {
     let client = Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
     let metrics = Arc::new(Metrics::new());
-    let (caches, _drivers) = Caches::new(client.clone(), Arc::new(Notify::new()), Arc::new(WatchStats::default()));
+    let (caches, _drivers) =
+        Caches::new(client.clone(), Arc::new(Notify::new()), Arc::new(WatchStats::default()), Default::default());
     let node: KubeNode = from(json!({
         "metadata": {"name": "n1"},
         "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}, "conditions": [{"type": "Ready", "status": "True"}]}

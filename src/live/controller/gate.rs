@@ -1,5 +1,6 @@
 //! The lease-gated writer: every write the controller makes (a scale command to a master or an
-//! adapter, a forced worker deletion, an Event, the last-decision annotation) asks here at the
+//! adapter, a forced worker deletion, an Event, the last-decision annotation, a node's batch
+//! capacity) asks here at the
 //! moment it is sent whether this replica still leads, and is bounded by the lease's margin.
 //!
 //! Checking upstream (in the decider) is not enough: a command queued, retried or waiting for a
@@ -26,6 +27,8 @@ pub enum Write {
     Delete,
     Event,
     Annotation,
+    /// A node's batch capacity (`capacity: usage`).
+    NodeStatus,
 }
 
 impl Write {
@@ -35,6 +38,7 @@ impl Write {
             Write::Delete => "delete",
             Write::Event => "event",
             Write::Annotation => "annotation",
+            Write::NodeStatus => "node_status",
         }
     }
 }

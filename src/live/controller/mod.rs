@@ -18,6 +18,7 @@ pub mod gate;
 pub mod jobs;
 mod ledger;
 pub mod masters;
+pub mod node_status;
 pub mod poller;
 pub mod record;
 pub mod services;
@@ -153,6 +154,7 @@ pub async fn run(
     let kinds = Arc::new(KindResources::new(client.clone()));
     let recorder = Arc::new(DecisionRecorder::new(client.clone(), identity.clone(), gate.clone(), kinds.clone()));
     let state = caches.state.clone();
+    let node_gate = gate.clone();
     let actuator =
         Actuator::new(actuator_config, client.clone(), state, poller.book(), metrics.clone(), recorder, gate);
     let stopped = tasks.stopped();
@@ -168,7 +170,13 @@ pub async fn run(
         },
     };
     let core = Core::new(config.controller.clone());
-    let decider = Decider::new(core, sources, metrics.clone(), elector.subscribe(), config.run.dry_run, actuation_tx);
+    let (batches_tx, batches_rx) = watch::channel(node_status::NodeBatches::new());
+    let names = config.run.batch_resources;
+    let writer = node_status::NodeStatusWriter::new(Api::all(client.clone()), node_gate, names);
+    let stopped = tasks.stopped();
+    tasks.spawn_infallible("node-status", Until::Stop, writer.run(batches_rx, stopped));
+    let decider = Decider::new(core, sources, metrics.clone(), elector.subscribe(), config.run.dry_run, actuation_tx)
+        .publishing(batches_tx, names == crate::live::batch::BatchNames::Colocate);
     let (tick, debounce, stopped) = (config.run.tick, config.run.debounce, tasks.stopped());
     tasks.spawn_infallible("decider", Until::Stop, async move {
         // The first status poll before the first decision, so that jobs are known from the start.
@@ -254,7 +262,7 @@ async fn start_reflectors(
     stats: &Arc<WatchStats>,
     tasks: &mut Supervisor,
 ) -> Result<(Caches, Option<AdapterJobs>), StartError> {
-    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone());
+    let (caches, drivers) = Caches::new(client.clone(), changed.clone(), stats.clone(), config.run.batch_resources);
     for (kind, driver) in KINDS.iter().zip(drivers) {
         tasks.spawn_infallible(format!("reflector {kind}"), Until::Aborted, driver);
     }

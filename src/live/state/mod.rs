@@ -15,6 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 use kube::runtime::watcher::Event;
 
+use super::batch::{self, BatchNames};
 use super::names::object_key;
 use super::selector::LabelSelector;
 use super::translate;
@@ -124,6 +125,8 @@ pub struct ClusterState {
     pod_buffer: Option<Vec<PodEntry>>,
     nodes_listed: bool,
     pods_listed: bool,
+    /// The names of the batch resources nodes carry and workers request (`capacity: usage`).
+    batch_names: BatchNames,
 }
 
 impl ClusterState {
@@ -137,6 +140,11 @@ impl ClusterState {
         pods.iter().for_each(|p| s.apply_pod(&Event::InitApply(p.clone())));
         s.apply_pod(&Event::InitDone);
         s
+    }
+
+    /// An empty state reading the batch resources by `names`.
+    pub fn with_batch_names(names: BatchNames) -> ClusterState {
+        ClusterState { batch_names: names, ..ClusterState::default() }
     }
 
     /// Both kinds have been listed: the state is the cluster's, not part of it.
@@ -155,7 +163,7 @@ impl ClusterState {
     pub fn apply_node(&mut self, event: &Event<KubeNode>) {
         match event {
             Event::Apply(n) => {
-                let (key, t) = node_entry(n);
+                let (key, t) = node_entry(n, self.batch_names);
                 self.put_node(key, t);
             }
             Event::Delete(n) => {
@@ -163,7 +171,10 @@ impl ClusterState {
                 self.remove_node(&key);
             }
             Event::Init => self.node_buffer = Some(Vec::new()),
-            Event::InitApply(n) => self.node_buffer.get_or_insert_with(Vec::new).push(node_entry(n)),
+            Event::InitApply(n) => {
+                let entry = node_entry(n, self.batch_names);
+                self.node_buffer.get_or_insert_with(Vec::new).push(entry)
+            }
             Event::InitDone => {
                 let listed = self.node_buffer.take().unwrap_or_default();
                 self.snapshot.nodes.clear();
@@ -261,8 +272,12 @@ impl ClusterState {
         if translate::pod_is_finished(p) {
             return (key, Translated::Finished, None);
         }
-        let translated = match translate::pod_requests(p) {
-            Err(e) => Translated::Unusable(e.to_string()),
+        // A worker in usage mode holds its batch request; no other pod asks for any.
+        let requests = translate::pod_requests(p)
+            .map_err(|e| e.to_string())
+            .and_then(|r| Ok(r + batch::requested(p, self.batch_names).map_err(|e| e.to_string())?));
+        let translated = match requests {
+            Err(e) => Translated::Unusable(e),
             Ok(requests) => {
                 let namespace = p.metadata.namespace.clone().unwrap_or_default();
                 let labels = p.metadata.labels.clone().unwrap_or_default();
@@ -364,8 +379,12 @@ impl ClusterState {
     }
 }
 
-fn node_entry(n: &KubeNode) -> (String, TranslatedNode) {
-    (n.metadata.name.clone().unwrap_or_default(), translate::node(n).map_err(|e| e.to_string()))
+fn node_entry(n: &KubeNode, names: BatchNames) -> (String, TranslatedNode) {
+    let node = translate::node(n).map_err(|e| e.to_string()).and_then(|mut node| {
+        node.batch = batch::carried(n, names).map_err(|e| e.to_string())?;
+        Ok(node)
+    });
+    (n.metadata.name.clone().unwrap_or_default(), node)
 }
 
 fn pod_key(p: &KubePod) -> String {

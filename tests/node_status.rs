@@ -1,0 +1,129 @@
+//! `controller.capacity: usage` on a real control plane (etcd, kube-apiserver, kube-scheduler,
+//! kube-controller-manager, kwok nodes): the controller publishes each node's batch capacity on
+//! the node's status, the real kube-scheduler binds a BestEffort worker that requests it and
+//! keeps one that asks for more than any node carries Pending, naming the resource; a dry run
+//! writes nothing; a cordoned node keeps what it carries.
+//!
+//! Cluster: 2 nodes x 8 CPU, 64 GiB; NGINX at 2 replicas of 1 CPU and 256 MiB. No usage source
+//! is configured, so every pod counts at its requests: each node's batch capacity is its
+//! allocatable minus its pods' requests (the usage margins are set to 0 here).
+
+mod support;
+
+use std::time::Duration;
+
+use colocate::core::resources::parse_memory;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use support::cluster::{self, eventually, Controller};
+
+const CONFIG: &str = "\
+controller:
+  capacity: usage
+  usage_cpu_margin: 0
+  usage_memory_margin: 0
+  grow_stabilization: 3s
+services:
+  - name: nginx
+    namespace: web
+    hpa: nginx
+";
+
+const GI: i64 = 1 << 30;
+
+/// (batch-cpu millicores, batch-memory bytes) node `name` carries in its allocatable.
+async fn carried(client: &Client, name: &str) -> Option<(i64, i64)> {
+    let node = Api::<Node>::all(client.clone()).get(name).await.expect("node");
+    let allocatable = node.status?.allocatable?;
+    // The API server keeps a quantity in its canonical form: 7000 millicores reads "7k".
+    let cpu = parse_memory(&allocatable.get("colocate.dev/batch-cpu")?.0).ok()?;
+    let memory = parse_memory(&allocatable.get("colocate.dev/batch-memory")?.0).ok()?;
+    Some((cpu, memory))
+}
+
+/// CPU millicores and memory bytes NGINX's pods request on node `name`.
+async fn nginx_requests_on(client: &Client, name: &str) -> (i64, i64) {
+    let pods = Api::<Pod>::namespaced(client.clone(), "web");
+    let on = pods.list(&ListParams::default().fields(&format!("spec.nodeName={name}"))).await.expect("pods");
+    let n = on.items.len() as i64;
+    (n * 1000, n * 256 * (1 << 20))
+}
+
+/// A BestEffort worker asking for `cpu` millicores of batch CPU and 1 GiB of batch memory.
+fn worker(name: &str, cpu: i64) -> Pod {
+    let limits = json!({"colocate.dev/batch-cpu": cpu.to_string(), "colocate.dev/batch-memory": "1Gi"});
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ml", "labels": {"app": "probe"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/fake", "resources": {"limits": limits}}],
+                 "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 0}
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_carry_their_batch_capacity_and_the_scheduler_places_best_effort_workers_against_it() {
+    let bed = cluster::bed_playing_the_hpa().await;
+    let client = cluster::two_nodes_with_nginx(&bed).await;
+    eventually(Duration::from_secs(30), "NGINX bound", || {
+        let client = client.clone();
+        async move { (cluster::pod_counts(&client, "web", "app=nginx").await.0 == 2).then_some(()) }
+    })
+    .await;
+
+    // A dry run decides but writes nothing.
+    let mut dry = Controller::start(&bed, CONFIG, &["--tick", "1s", "--lease-duration", "3s", "--dry-run"]).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(carried(&client, "node-a").await, None, "a dry run wrote node status");
+    dry.stop();
+
+    let _controller = Controller::start(&bed, CONFIG, cluster::QUICK_FLAGS).await;
+    for node in ["node-a", "node-b"] {
+        let (cpu, memory) = nginx_requests_on(&client, node).await;
+        let want = (8000 - cpu, 64 * GI - memory);
+        eventually(Duration::from_secs(20), "the node's batch capacity", || {
+            let client = client.clone();
+            async move { carried(&client, node).await }
+        })
+        .await;
+        // Past a few decisions (1 s ticks): what it settles at.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let got = carried(&client, node).await.unwrap();
+        assert_eq!(got, want, "{node}: (batch-cpu, batch-memory)");
+        eprintln!("{node} carries batch-cpu {} and batch-memory {} (NGINX requests {cpu}m there)", got.0, got.1);
+    }
+    // The kubelet's stand-in keeps renewing the node's status: the resources stay.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(carried(&client, "node-a").await.is_some(), "the batch capacity did not survive the node's heartbeats");
+
+    let pods = Api::<Pod>::namespaced(client.clone(), "ml");
+    pods.create(&PostParams::default(), &worker("fits", 4000)).await.expect("create a worker");
+    pods.create(&PostParams::default(), &worker("too-big", 9000)).await.expect("create a worker");
+    let node = eventually(Duration::from_secs(20), "the worker that fits bound", || {
+        let pods = pods.clone();
+        async move { pods.get("fits").await.ok()?.spec?.node_name }
+    })
+    .await;
+    let qos = pods.get("fits").await.unwrap().status.and_then(|s| s.qos_class);
+    assert_eq!(qos.as_deref(), Some("BestEffort"), "a worker requesting only batch resources");
+    eprintln!("the 4-CPU BestEffort worker was bound to {node}");
+    let why = eventually(Duration::from_secs(20), "the oversize worker's scheduling failure", || {
+        let pods = pods.clone();
+        async move {
+            let status = pods.get("too-big").await.ok()?.status?;
+            let unschedulable =
+                status.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+            unschedulable.message
+        }
+    })
+    .await;
+    assert!(why.contains("Insufficient colocate.dev/batch-cpu"), "{why}");
+
+    // A cordoned node takes no new pods; what it carries stays as it was.
+    let before = carried(&client, "node-b").await;
+    bed.kubectl().args(["cordon", "node-b"]).output().expect("kubectl cordon");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(carried(&client, "node-b").await, before, "cordoning changed the batch capacity");
+}
