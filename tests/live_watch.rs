@@ -126,7 +126,13 @@ async fn reflectors_feed_a_snapshot_the_core_acts_on() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let snap = loop {
         let hpas = caches.hpas.state();
-        let inputs = Inputs { now: Duration::from_secs(1_000), hpas: &hpas, services: &services, jobs: &jobs };
+        let inputs = Inputs {
+            now: Duration::from_secs(1_000),
+            hpas: &hpas,
+            services: &services,
+            jobs: &jobs,
+            usage: &Default::default(),
+        };
         // The state is held for the snapshot only, never across the wait below.
         let (snap, problems) = {
             let mut state = caches.state();

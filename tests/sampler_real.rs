@@ -315,7 +315,7 @@ fn view(services: &[ServiceSource], readings: &BTreeMap<String, ServiceReading>)
             }
         })
         .collect();
-    let inputs = Inputs { now: clock::now(), hpas: &[], services: &online, jobs: &[] };
+    let inputs = Inputs { now: clock::now(), hpas: &[], services: &online, jobs: &[], usage: &Default::default() };
     let mut state = ClusterState::default();
     let (snap, problems) = snapshot(&mut state, &inputs);
     assert!(problems.is_empty(), "{problems:?}");

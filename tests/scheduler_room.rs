@@ -65,7 +65,8 @@ async fn unschedulable(pods: &Api<Pod>, name: &str) -> Option<()> {
 /// has every earlier one too).
 fn free_room(caches: &Caches, marker: &str) -> Option<Resources> {
     let hpas = caches.hpas.state();
-    let inputs = Inputs { now: Duration::from_secs(1_000), hpas: &hpas, services: &[], jobs: &[] };
+    let inputs =
+        Inputs { now: Duration::from_secs(1_000), hpas: &hpas, services: &[], jobs: &[], usage: &Default::default() };
     let mut state = caches.state();
     let (snap, problems) = snapshot(&mut state, &inputs);
     assert!(problems.is_empty(), "{problems:?}");

@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 
 use super::names::object_key;
+use super::sampler::usage::PodUsages;
 use super::selector::LabelSelector;
 use super::state::{Classifier, ClusterState, DEFAULT_GRACE};
 use super::translate::{self, JobOverrides};
@@ -68,6 +69,8 @@ pub struct Inputs<'a> {
     pub hpas: &'a [Arc<HorizontalPodAutoscaler>],
     pub services: &'a [OnlineService],
     pub jobs: &'a [JobSource],
+    /// Pods' measured usage by `namespace/name` (empty in `capacity: requests`).
+    pub usage: &'a PodUsages,
 }
 
 /// The snapshot of the state with these services and jobs, and what could not be used (each a
@@ -91,6 +94,7 @@ pub fn snapshot<'s>(state: &'s mut ClusterState, inputs: &Inputs) -> (&'s Snapsh
         }
     }
     state.set_classifier(classifier);
+    state.set_usage(inputs.usage);
 
     // One replica's requests per service, and per job the longest termination grace period of
     // its workers (its release latency when the master does not announce one).
@@ -293,7 +297,13 @@ mod tests {
             p99: None,
         }];
         let jobs = [source("ml", "wd", Some(status("wd", 1, 2)))];
-        let inputs = Inputs { now: Duration::from_secs(7), hpas: &hpas, services: &services, jobs: &jobs };
+        let inputs = Inputs {
+            now: Duration::from_secs(7),
+            hpas: &hpas,
+            services: &services,
+            jobs: &jobs,
+            usage: &Default::default(),
+        };
         let mut state = ClusterState::from_objects(&nodes, &pods);
         let (snap, problems) = snapshot(&mut state, &inputs);
         assert!(problems.is_empty(), "{problems:?}");
@@ -318,7 +328,7 @@ mod tests {
         let pods =
             [pod("ml", "wd-w-0", json!({"colocate.dev/job": "wd", "colocate.dev/role": "worker"}), Some("n1"), "2")];
         let jobs = [source("ml", "wd", None)];
-        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs, usage: &Default::default() };
         let mut state = ClusterState::from_objects(&nodes, &pods);
         let (snap, problems) = snapshot(&mut state, &inputs);
         assert!(snap.jobs.is_empty());
@@ -333,7 +343,7 @@ mod tests {
         let mut broken = source("ml", "bad", Some(status("bad", 1, 1)));
         broken.status.as_mut().unwrap().worker_resources.cpu.0 = "two".into();
         let jobs = [j, broken];
-        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs, usage: &Default::default() };
         let mut state = ClusterState::default();
         let (snap, problems) = snapshot(&mut state, &inputs);
         let job = &snap.jobs[0];
@@ -353,7 +363,7 @@ mod tests {
             source("ml", "huge", Some(status("huge", 4, 4_000_000_000))),
             source("ml", "started-big", Some(status("started-big", 40, 40))),
         ];
-        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+        let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs, usage: &Default::default() };
         let mut state = ClusterState::default();
         let (snap, problems) = snapshot(&mut state, &inputs);
         assert_eq!(
@@ -373,7 +383,8 @@ mod tests {
             st["progress"] = progress;
             st["throughput"] = throughput;
             let jobs = [source("ml", "wd", Some(from(st)))];
-            let inputs = Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs };
+            let inputs =
+                Inputs { now: Duration::ZERO, hpas: &[], services: &[], jobs: &jobs, usage: &Default::default() };
             snapshot(&mut ClusterState::default(), &inputs).0.jobs[0].work
         };
         let work = with(json!({"done": 250, "total": 1000}), json!({"samples_per_s": 40.5}));

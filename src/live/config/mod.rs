@@ -19,9 +19,11 @@ use clap::Args;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_norway::Value;
 
+use crate::core::config::CapacityMode;
 use crate::core::Config;
 use crate::live::batch::BatchNames;
 use crate::live::master_client::ClientConfigError;
+use crate::live::sampler::usage;
 use crate::live::tls::TlsFiles;
 use crate::yaml::{self, InputError};
 
@@ -175,6 +177,14 @@ pub struct RunSettings {
     /// or `koordinator` (`kubernetes.io/batch-cpu`, `kubernetes.io/batch-memory`).
     #[serde(deserialize_with = "null_as_default::batch_resources")]
     pub batch_resources: BatchNames,
+    /// `controller.capacity: usage`: PromQL giving each pod's CPU usage in cores, one series
+    /// per pod labelled `namespace` and `pod` (default: cAdvisor's, a one-minute rate).
+    #[serde(deserialize_with = "null_as_default::usage_cpu_query")]
+    pub usage_cpu_query: String,
+    /// `controller.capacity: usage`: PromQL giving each pod's memory usage in bytes, labelled
+    /// as `usage_cpu_query` (default: cAdvisor's working set).
+    #[serde(deserialize_with = "null_as_default::usage_memory_query")]
+    pub usage_memory_query: String,
 }
 
 impl Default for RunSettings {
@@ -203,6 +213,8 @@ impl Default for RunSettings {
             adapters: false,
             job_namespaces: Vec::new(),
             batch_resources: BatchNames::Colocate,
+            usage_cpu_query: usage::DEFAULT_CPU_QUERY.into(),
+            usage_memory_query: usage::DEFAULT_MEMORY_QUERY.into(),
         }
     }
 }
@@ -234,6 +246,8 @@ null_as_default!(
     adapters: bool,
     job_namespaces: Vec<String>,
     batch_resources: BatchNames,
+    usage_cpu_query: String,
+    usage_memory_query: String,
 );
 
 /// A duration written as the file writes it (`1m 30s`), both ways.
@@ -372,6 +386,20 @@ impl RunConfig {
         }
         if let Some(url) = &run.prometheus_url {
             http_url(url).map_err(|problem| invalid("run.prometheus_url", format!("`{url}`: {problem}")))?;
+        }
+        if self.controller.capacity == CapacityMode::Usage {
+            if run.prometheus_url.is_none() {
+                let message = "usage reads pods' CPU and memory usage from Prometheus \
+                               (run.usage_cpu_query, run.usage_memory_query): set run.prometheus_url or --prometheus-url";
+                return Err(invalid("controller.capacity", message.into()));
+            }
+            for (key, query) in
+                [("run.usage_cpu_query", &run.usage_cpu_query), ("run.usage_memory_query", &run.usage_memory_query)]
+            {
+                if query.trim().is_empty() {
+                    return Err(invalid(key, "the query is empty".into()));
+                }
+            }
         }
         // Read now, as `run` reads them at start: a certificate that is missing, unreadable or
         // not PEM is refused here, naming the key (in a pod: the Secret is not mounted there).

@@ -264,3 +264,19 @@ fn lease_duration_fits_the_lease_object() {
     let e = refusal("run:\n  lease_duration: 2s\n");
     assert!(e.contains("run.lease_duration: must be at least 3s"), "{e}");
 }
+
+#[test]
+fn usage_mode_needs_prometheus_and_non_empty_usage_queries() {
+    let e = refusal("controller:\n  capacity: usage\n");
+    assert!(e.contains("controller.capacity: usage reads pods' CPU and memory usage from Prometheus"), "{e}");
+    let e = refusal(
+        "controller:\n  capacity: usage\nrun:\n  prometheus_url: http://prom:9090\n  usage_memory_query: ' '\n",
+    );
+    assert!(e.contains("run.usage_memory_query: the query is empty"), "{e}");
+    // Requests mode reads no usage: neither is needed there.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "run:\n  usage_cpu_query: ''\n").unwrap();
+    let config = check_file(&path).unwrap();
+    assert_eq!(config.run.usage_memory_query, crate::live::sampler::usage::DEFAULT_MEMORY_QUERY);
+}

@@ -17,6 +17,7 @@ use super::node_status::{NodeBatch, NodeBatches};
 use super::poller::Poller;
 use super::services::ServiceDirectory;
 use crate::core::Core;
+use crate::live::sampler::usage::PodUsages;
 use crate::live::sampler::ServiceReading;
 use crate::live::view::{self, Inputs, JobSource};
 use crate::live::watch::Caches;
@@ -24,6 +25,10 @@ use crate::telemetry::Metrics;
 
 /// Where service readings come from (the sampler; nothing when no service has a source).
 pub type ReadingsFn = Box<dyn Fn(Duration) -> BTreeMap<String, ServiceReading> + Send + Sync>;
+
+/// Where pods' usage comes from (`capacity: usage`; nothing otherwise, and pods count at their
+/// requests).
+pub type UsageFn = Box<dyn Fn(Duration) -> PodUsages + Send + Sync>;
 
 /// Where a decision reads the cluster from, besides the core's own memory.
 pub struct Sources {
@@ -35,6 +40,8 @@ pub struct Sources {
     pub services: ServiceDirectory,
     /// The services' load and latency samples.
     pub readings: ReadingsFn,
+    /// The pods' CPU and memory usage.
+    pub usage: UsageFn,
 }
 
 pub struct Decider {
@@ -123,7 +130,7 @@ impl Decider {
 
     /// One decision; returns the actuation it produced (also sent to the actuator when acting).
     pub async fn decide_once(&mut self) -> Actuation {
-        let Sources { caches, poller, services, readings } = &self.sources;
+        let Sources { caches, poller, services, readings, usage } = &self.sources;
         let hpas = caches.hpas.state();
         services.resolve(&hpas).await;
         let started = Instant::now();
@@ -143,7 +150,8 @@ impl Decider {
                 overrides: p.job.overrides.clone(),
             })
             .collect();
-        let inputs = Inputs { now, hpas: &hpas, services: &services, jobs: &sources };
+        let usage = usage(now);
+        let inputs = Inputs { now, hpas: &hpas, services: &services, jobs: &sources, usage: &usage };
         // The state is held for the decision only: watch events wait meanwhile, so the
         // snapshot is one consistent picture, and nothing is copied out of it.
         let shared = caches.state.clone();

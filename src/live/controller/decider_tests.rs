@@ -100,6 +100,7 @@ async fn setup(leading: bool, dry_run: bool) -> Setup {
         poller,
         services: ServiceDirectory::new(client, Vec::new(), kinds),
         readings: Box::new(|_| BTreeMap::new()),
+        usage: Box::new(|_| Default::default()),
     };
     let core = Core::new(Config { grow_stabilization: Duration::ZERO, ..Config::default() });
     let (leader, follows) = watch::channel(leading);

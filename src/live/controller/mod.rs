@@ -44,13 +44,15 @@ use self::masters::{MasterClients, MasterDiscovery};
 use self::poller::Poller;
 use self::record::DecisionRecorder;
 use self::services::ServiceDirectory;
+use crate::core::config::CapacityMode;
 use crate::core::Core;
 use crate::live::adapters::{AdapterError, AdapterJobs};
-use crate::live::config::RunConfig;
+use crate::live::config::{http_url, RunConfig};
 use crate::live::kinds::KindResources;
 use crate::live::lease::{default_identity, LeaderElector, LeaseConfig, LeaseError};
 use crate::live::master_client::{ClientConfigError, RetryPolicy};
-use crate::live::sampler::Sampler;
+use crate::live::sampler::usage::{PodUsages, UsageError, UsageSampler};
+use crate::live::sampler::{self, Sampler, SamplerError};
 use crate::live::watch::{Caches, WatchStats, WatchStopped, KINDS};
 use crate::telemetry::metrics::ADAPTER_JOBS_WATCH_KIND;
 use crate::telemetry::{self, Health, Metrics};
@@ -77,6 +79,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Sampler(#[from] crate::live::sampler::SamplerError),
+    #[error("controller.capacity: usage")]
+    Usage(#[source] UsageError),
     #[error("adapters (run.adapters): cannot start the watches of the adapted job kinds")]
     Adapters(#[from] AdapterError),
     #[error("the reflectors stopped before listing the cluster")]
@@ -110,6 +114,7 @@ pub async fn run(
     // Watch events, polled statuses and fresh samples all wake the decision loop.
     let changed = Arc::new(Notify::new());
     let sampler = sampler(&config, &secrets, &metrics, &changed)?;
+    let usage = usage_sampler(&config, &secrets, &metrics)?;
     let stats = Arc::new(WatchStats::default());
     let (caches, adapters) = start_reflectors(&config, &client, &changed, &stats, &mut tasks).await?;
     let identity = default_identity();
@@ -133,6 +138,17 @@ pub async fn run(
         (state.node_count(), state.pod_count())
     };
     tracing::info!(nodes, pods, hpas = caches.hpas.state().len(), "reflectors synced");
+    if let Some(usage) = &usage {
+        // Nothing is decided on usage that is not there: a query answering nothing past the
+        // stale limit stops the start, naming it.
+        match tasks.until(usage.check(config.run.sample_stale_after, USAGE_CHECK_RETRY)).await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(StartError::Usage(e).into()),
+            None => return stop(tasks, &elector).await,
+        }
+        let (usage, interval, stopped) = (usage.clone(), config.run.sample_interval, tasks.stopped());
+        tasks.spawn_infallible("usage sampler", Until::Stop, async move { usage.run(interval, stopped).await });
+    }
 
     spawn_polling(&mut tasks, &poller, &directory, config.run.status_interval);
     if let Some(sampler) = &sampler {
@@ -167,6 +183,10 @@ pub async fn run(
         readings: match sampler {
             Some(s) => Box::new(move |now| s.readings(now)),
             None => Box::new(|_| BTreeMap::new()),
+        },
+        usage: match usage {
+            Some(u) => Box::new(move |now| u.usage(now)),
+            None => Box::new(|_| PodUsages::new()),
         },
     };
     let core = Core::new(config.controller.clone());
@@ -251,6 +271,34 @@ fn sampler(
     .with_prometheus_token(secrets.prometheus_token.as_deref())?
     .with_wake(changed.clone());
     Ok(Some(Arc::new(sampler)))
+}
+
+/// How often the usage queries are retried at start until they answer.
+const USAGE_CHECK_RETRY: Duration = Duration::from_secs(2);
+
+/// The sampler of pods' usage, in `controller.capacity: usage` (the configuration check made
+/// sure a Prometheus server is set).
+fn usage_sampler(
+    config: &RunConfig,
+    secrets: &Secrets,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<UsageSampler>>, StartError> {
+    if config.controller.capacity != CapacityMode::Usage {
+        return Ok(None);
+    }
+    let Some(url) = config.run.prometheus_url.as_deref() else { return Ok(None) };
+    let base = http_url(url).map_err(|problem| SamplerError::PrometheusUrl { url: url.into(), problem })?;
+    let auth = secrets.prometheus_token.as_deref().map(sampler::bearer).transpose()?;
+    let usage = UsageSampler::new(
+        sampler::http_client(&secrets.prometheus_tls)?,
+        auth,
+        base,
+        &config.run.usage_cpu_query,
+        &config.run.usage_memory_query,
+        config.run.sample_stale_after,
+        metrics.clone(),
+    );
+    Ok(Some(Arc::new(usage)))
 }
 
 /// Starts the watches of nodes, pods, HPAs and master Services, and of the adapted job kinds

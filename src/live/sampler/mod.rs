@@ -24,6 +24,7 @@ mod history;
 mod promql;
 mod rate;
 mod source;
+pub mod usage;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -166,11 +167,7 @@ impl Sampler {
     /// Sends `Authorization: Bearer <token>` with every PromQL query (a managed Prometheus's
     /// credentials); scrape URLs never get it. `None` sends none.
     pub fn with_prometheus_token(mut self, token: Option<&str>) -> Result<Sampler, SamplerError> {
-        let Some(token) = token else { return Ok(self) };
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-            .map_err(|_| SamplerError::Http("the Prometheus token is not a valid HTTP header value".into()))?;
-        value.set_sensitive(true);
-        self.prometheus_auth = Some(value);
+        self.prometheus_auth = token.map(bearer).transpose()?;
         Ok(self)
     }
 
@@ -322,9 +319,17 @@ pub(crate) fn body_excerpt(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests;
 
+/// `Authorization: Bearer <token>`, marked sensitive (never logged).
+pub fn bearer(token: &str) -> Result<HeaderValue, SamplerError> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+        .map_err(|_| SamplerError::Http("the Prometheus token is not a valid HTTP header value".into()))?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
 /// The sampler's one HTTP client: TLS as configured; never through a proxy (Prometheus and
 /// exporters are reached inside the cluster); a few redirects followed.
-fn http_client(tls: &LoadedTls) -> Result<reqwest::Client, SamplerError> {
+pub fn http_client(tls: &LoadedTls) -> Result<reqwest::Client, SamplerError> {
     tls.client_builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::limited(3))

@@ -11,6 +11,7 @@
 //!
 //! Values are checked by [`super::check_value`] (NaN, infinities, negative loads are errors).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -40,9 +41,11 @@ enum QueryData {
     String(#[allow(dead_code)] IgnoredAny),
 }
 
-/// One series of a vector; its labels are not needed.
+/// One series of a vector with its labels (read only by [`parse_series`]).
 #[derive(Deserialize)]
 struct VectorSeries {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
     value: PromValue,
 }
 
@@ -78,6 +81,41 @@ pub(crate) fn query_url(base: &Url, query: &str, timeout: Duration) -> Url {
 
 /// Turns an API answer (HTTP status and body) into one sample, unchecked.
 pub(crate) fn parse_response(status: u16, body: &[u8], signal: Signal) -> Result<Sample, SampleError> {
+    match parse_data(status, body)? {
+        Number::Scalar(v) => v.sample(),
+        Number::Vector(series) => combine(&series, signal),
+    }
+}
+
+/// One series of an instant vector: its labels and its sample, unchecked.
+#[derive(Debug, Clone)]
+pub(crate) struct LabelledSample {
+    pub labels: BTreeMap<String, String>,
+    pub sample: Sample,
+}
+
+/// Turns an API answer into its series, each with its labels. A scalar has no labels to tell
+/// one thing from another, so it is an error; an empty vector is [`SampleError::NoSeries`].
+pub(crate) fn parse_series(status: u16, body: &[u8]) -> Result<Vec<LabelledSample>, SampleError> {
+    match parse_data(status, body)? {
+        Number::Vector(series) if series.is_empty() => Err(SampleError::NoSeries),
+        Number::Vector(series) => {
+            series.into_iter().map(|s| Ok(LabelledSample { sample: s.value.sample()?, labels: s.metric })).collect()
+        }
+        Number::Scalar(_) => {
+            Err(SampleError::BadResponse("the query returns a scalar; one labelled series per object is needed".into()))
+        }
+    }
+}
+
+/// What a successful answer can hold that the controller uses.
+enum Number {
+    Vector(Vec<VectorSeries>),
+    Scalar(PromValue),
+}
+
+/// The data of a successful answer: a vector or a scalar.
+fn parse_data(status: u16, body: &[u8]) -> Result<Number, SampleError> {
     let response: ApiResponse = match serde_json::from_slice(body) {
         Ok(r) => r,
         // Prometheus answers errors (400, 422, 503) with a JSON body too; anything else is
@@ -95,12 +133,12 @@ pub(crate) fn parse_response(status: u16, body: &[u8], signal: Signal) -> Result
     }
     match response.data {
         None => Err(SampleError::BadResponse("no `data` in a successful answer".into())),
-        Some(QueryData::Scalar(v)) => v.sample(),
-        Some(QueryData::Vector(series)) => combine(&series, signal),
         Some(QueryData::Matrix(_)) => Err(SampleError::BadResponse(
             "the query returns a range vector (matrix); give an instant query, e.g. wrap it in rate()".into(),
         )),
         Some(QueryData::String(_)) => Err(SampleError::BadResponse("the query returns a string".into())),
+        Some(QueryData::Vector(series)) => Ok(Number::Vector(series)),
+        Some(QueryData::Scalar(value)) => Ok(Number::Scalar(value)),
     }
 }
 
@@ -115,7 +153,7 @@ fn combine(series: &[VectorSeries], signal: Signal) -> Result<Sample, SampleErro
     Ok(Sample { at, value })
 }
 
-/// Runs one instant query.
+/// Runs one instant query for one number.
 pub(crate) async fn query(
     http: &reqwest::Client,
     auth: Option<&reqwest::header::HeaderValue>,
@@ -124,6 +162,29 @@ pub(crate) async fn query(
     signal: Signal,
     timeout: Duration,
 ) -> Result<Sample, SampleError> {
+    let (status, body) = get(http, auth, base, query, timeout).await?;
+    parse_response(status, &body, signal)
+}
+
+/// Runs one instant query for its labelled series.
+pub(crate) async fn query_series(
+    http: &reqwest::Client,
+    auth: Option<&reqwest::header::HeaderValue>,
+    base: &Url,
+    query: &str,
+    timeout: Duration,
+) -> Result<Vec<LabelledSample>, SampleError> {
+    let (status, body) = get(http, auth, base, query, timeout).await?;
+    parse_series(status, &body)
+}
+
+async fn get(
+    http: &reqwest::Client,
+    auth: Option<&reqwest::header::HeaderValue>,
+    base: &Url,
+    query: &str,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>), SampleError> {
     let mut request = http.get(query_url(base, query, timeout));
     if let Some(auth) = auth {
         request = request.header(reqwest::header::AUTHORIZATION, auth.clone());
@@ -131,7 +192,7 @@ pub(crate) async fn query(
     let response = request.send().await.map_err(transport_error)?;
     let status = response.status().as_u16();
     let body = response.bytes().await.map_err(transport_error)?;
-    parse_response(status, &body, signal)
+    Ok((status, body.into()))
 }
 
 #[cfg(test)]
@@ -212,6 +273,23 @@ mod tests {
             parse(bad_value, Signal::Load),
             Err(SampleError::BadResponse("value `many` is not a number".into()))
         );
+    }
+
+    #[test]
+    fn series_keep_their_labels_and_a_scalar_or_nothing_is_refused() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"namespace":"web","pod":"nginx-1"},"value":[1700000000.5,"0.25"]},
+            {"metric":{},"value":[1700000000.5,"NaN"]}]}}"#;
+        let series = parse_series(200, body.as_bytes()).unwrap();
+        assert_eq!(series.len(), 2);
+        assert_eq!(series[0].labels.get("pod").map(String::as_str), Some("nginx-1"));
+        assert_eq!((series[0].sample.at, series[0].sample.value), (Duration::from_secs_f64(1700000000.5), 0.25));
+        assert!(series[1].labels.is_empty() && series[1].sample.value.is_nan(), "values are checked by the caller");
+        let empty = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        assert_eq!(parse_series(200, empty.as_bytes()).unwrap_err(), SampleError::NoSeries);
+        let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}"#;
+        let err = parse_series(200, scalar.as_bytes()).unwrap_err();
+        assert!(matches!(&err, SampleError::BadResponse(m) if m.contains("scalar")), "{err}");
     }
 
     #[test]

@@ -17,9 +17,10 @@ use kube::runtime::watcher::Event;
 
 use super::batch::{self, BatchNames};
 use super::names::object_key;
+use super::sampler::usage::PodUsages;
 use super::selector::LabelSelector;
 use super::translate;
-use crate::core::{Node, Pod, PodClass, Snapshot};
+use crate::core::{Node, Pod, PodClass, Resources, Snapshot};
 
 mod interned;
 #[cfg(test)]
@@ -238,6 +239,22 @@ impl ClusterState {
 
     pub fn problems(&self) -> impl Iterator<Item = &String> {
         self.problems.values()
+    }
+
+    /// Sets each pod's measured usage from `usage` (by `namespace/name`); a pod it does not
+    /// know has none (the core counts it at its requests). A resource a query did not answer
+    /// for the pod counts at the pod's request for CPU, and as no more than its request for
+    /// memory (the core holds a pod's memory request whatever it uses).
+    pub fn set_usage(&mut self, usage: &PodUsages) {
+        for pod in &mut self.snapshot.pods {
+            pod.usage = usage.get(&pod.name).map(|u| {
+                Resources::new(
+                    u.cpu_millicores.unwrap_or(pod.requests.cpu_milli),
+                    u.memory_bytes.unwrap_or(0),
+                    pod.requests.gpu,
+                )
+            });
+        }
     }
 
     /// Pods as the core sees them with the grace period each asked for.

@@ -166,3 +166,23 @@ fn workers_of_a_job_and_master_pods_for_discovery() {
     let preempted: Vec<&str> = s.snapshot.pods.iter().filter(|p| p.preempted).map(|p| p.name.as_str()).collect();
     assert_eq!(preempted, ["ml/w-1"]);
 }
+
+#[test]
+fn measured_usage_lands_on_its_pods_and_a_resource_left_unanswered_counts_as_requested() {
+    use crate::live::sampler::usage::PodUsage;
+    let nginx = |name| pod("web", name, json!({"app": "nginx"}), Some("n1"), "1");
+    let mut s = ClusterState::from_objects(&[node("n1", "8")], &[nginx("a"), nginx("b"), nginx("c")]);
+    let usage = [
+        ("web/a".to_string(), PodUsage { cpu_millicores: Some(300), memory_bytes: Some(5 << 20) }),
+        ("web/b".to_string(), PodUsage { cpu_millicores: None, memory_bytes: Some(7 << 20) }),
+    ]
+    .into_iter()
+    .collect();
+    s.set_usage(&usage);
+    let usage_of = |s: &ClusterState, name: &str| s.snapshot.pods.iter().find(|p| p.name == name).and_then(|p| p.usage);
+    assert_eq!(usage_of(&s, "web/a"), Some(Resources::new(300, 5 << 20, 0)));
+    assert_eq!(usage_of(&s, "web/b"), Some(Resources::new(1000, 7 << 20, 0)), "CPU unanswered: its request");
+    assert_eq!(usage_of(&s, "web/c"), None, "not measured: the core counts it at its requests");
+    s.set_usage(&Default::default());
+    assert_eq!(usage_of(&s, "web/a"), None, "usage gone stale is forgotten");
+}

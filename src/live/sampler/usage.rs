@@ -1,0 +1,382 @@
+//! Pods' CPU and memory usage from Prometheus, for `controller.capacity: usage`: what online and
+//! system pods use is what the batch capacity of their nodes is computed from.
+//!
+//! Two instant queries (`run.usage_cpu_query`, in cores, and `run.usage_memory_query`, in
+//! bytes), each answering one series per pod labelled `namespace` and `pod` (several series of
+//! one pod, e.g. one per container, are added up). The defaults read cAdvisor's
+//! `container_cpu_usage_seconds_total` as a one-minute rate, which is the smoothing: a pod's
+//! usage is its mean over the last minute, and the core grows it by its service's load trend
+//! sampled every second, so a rise is acted on before the mean catches up.
+//!
+//! - [`UsageSampler::check`] at start: both queries must answer series with those labels; one
+//!   that keeps answering nothing is a named error naming the key and the query, not a zero.
+//! - [`UsageSampler::sample_once`] each round; a failure is data (counted under
+//!   `colocate_sample_errors_total{service="pods"}`, logged when it starts and ends) and the
+//!   last answer stays until it is stale.
+//! - [`UsageSampler::usage`]: per pod what is known now. A stale or failing query yields nothing
+//!   for its resource, and a pod with no usage counts at its requests in the core.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use reqwest::header::HeaderValue;
+use reqwest::Url;
+use thiserror::Error;
+use tracing::{info, warn};
+
+use super::error::SampleError;
+use super::promql::{self, LabelledSample};
+use crate::live::clock;
+use crate::telemetry::metrics::Metrics;
+
+/// The `service` label of the usage queries' sample metrics: not a `namespace/name` key, so it
+/// never collides with a service's.
+pub const METRICS_SERVICE: &str = "pods";
+
+/// Default `run.usage_cpu_query`: cAdvisor's per-container CPU time as a one-minute rate, per
+/// pod (the pod's own cgroup, `container=""`, and the pause container left out).
+pub const DEFAULT_CPU_QUERY: &str = "sum by (namespace, pod) \
+    (rate(container_cpu_usage_seconds_total{container!=\"\", container!=\"POD\"}[1m]))";
+/// Default `run.usage_memory_query`: cAdvisor's working set (what the kubelet's eviction
+/// counts), per pod.
+pub const DEFAULT_MEMORY_QUERY: &str = "sum by (namespace, pod) \
+    (container_memory_working_set_bytes{container!=\"\", container!=\"POD\"})";
+
+/// What one pod uses, where its query knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodUsage {
+    pub cpu_millicores: Option<i64>,
+    pub memory_bytes: Option<i64>,
+}
+
+/// Usage per pod key (`namespace/name`).
+pub type PodUsages = HashMap<String, PodUsage>;
+
+/// A usage query that cannot be used; names the configuration key and the query.
+#[derive(Debug, Error, PartialEq)]
+pub enum UsageError {
+    #[error(
+        "{key} `{query}` returned no series: does this Prometheus scrape cAdvisor (the kubelet's \
+         /metrics/cadvisor)? Usage is not taken as zero"
+    )]
+    NoSeries { key: &'static str, query: String },
+    #[error("{key} `{query}`: {cause}")]
+    Failed { key: &'static str, query: String, cause: SampleError },
+}
+
+/// Which resource a query measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    Cpu,
+    Memory,
+}
+
+impl Resource {
+    fn key(self) -> &'static str {
+        match self {
+            Resource::Cpu => "run.usage_cpu_query",
+            Resource::Memory => "run.usage_memory_query",
+        }
+    }
+
+    /// The `source` label of its sample metrics.
+    fn label(self) -> &'static str {
+        match self {
+            Resource::Cpu => "cpu_usage",
+            Resource::Memory => "memory_usage",
+        }
+    }
+
+    /// Cores become millicores (rounded up: usage is never under-counted), bytes stay bytes.
+    fn amount(self, value: f64) -> i64 {
+        match self {
+            Resource::Cpu => (value * 1000.0).ceil() as i64,
+            Resource::Memory => value.ceil() as i64,
+        }
+    }
+}
+
+/// One query's latest answer: per pod its amount, and when Prometheus evaluated it (controller
+/// clock).
+#[derive(Debug, Default)]
+struct Answer {
+    at: Duration,
+    pods: HashMap<String, i64>,
+}
+
+#[derive(Debug)]
+struct Query {
+    resource: Resource,
+    text: String,
+    state: Mutex<QueryState>,
+}
+
+#[derive(Debug, Default)]
+struct QueryState {
+    answer: Option<Answer>,
+    /// Kind of the current failure and how many attempts in a row failed.
+    failing: Option<(&'static str, u64)>,
+    sampling_since: Option<Duration>,
+}
+
+/// Samples the usage queries. `Send + Sync`: share it with `Arc`.
+pub struct UsageSampler {
+    http: reqwest::Client,
+    auth: Option<HeaderValue>,
+    base: Url,
+    queries: [Query; 2],
+    stale_after: Duration,
+    timeout: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl UsageSampler {
+    /// `http` and `auth` as the service sampler has them (TLS, token); `base` the Prometheus
+    /// server.
+    pub fn new(
+        http: reqwest::Client,
+        auth: Option<HeaderValue>,
+        base: Url,
+        cpu_query: &str,
+        memory_query: &str,
+        stale_after: Duration,
+        metrics: Arc<Metrics>,
+    ) -> UsageSampler {
+        let query = |resource, text: &str| Query { resource, text: text.to_string(), state: Mutex::default() };
+        for resource in [Resource::Cpu, Resource::Memory] {
+            metrics.source_configured(METRICS_SERVICE, resource.label());
+        }
+        UsageSampler {
+            http,
+            auth,
+            base,
+            queries: [query(Resource::Cpu, cpu_query), query(Resource::Memory, memory_query)],
+            stale_after,
+            timeout: super::DEFAULT_TIMEOUT,
+            metrics,
+        }
+    }
+
+    /// Both queries until each has answered series labelled `namespace` and `pod`, every
+    /// `retry` for at most `within` (a Prometheus that has just started has no rate yet); then
+    /// the first query still failing, named.
+    pub async fn check(&self, within: Duration, retry: Duration) -> Result<(), UsageError> {
+        let deadline = tokio::time::Instant::now() + within;
+        for query in &self.queries {
+            loop {
+                let error = match self.fetch(query).await {
+                    Ok(answer) => {
+                        info!(query = query.resource.key(), pods = answer.pods.len(), "usage query answers");
+                        query.lock().answer = Some(answer);
+                        break;
+                    }
+                    Err(SampleError::NoSeries) => {
+                        UsageError::NoSeries { key: query.resource.key(), query: query.text.clone() }
+                    }
+                    Err(cause) => UsageError::Failed { key: query.resource.key(), query: query.text.clone(), cause },
+                };
+                if tokio::time::Instant::now() + retry > deadline {
+                    return Err(error);
+                }
+                warn!(cause = %error, "usage query not answering yet; retrying");
+                tokio::time::sleep(retry).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// One round: both queries, concurrently; answers kept, failures counted and logged.
+    pub async fn sample_once(&self) {
+        let [cpu, memory] = &self.queries;
+        let (a, b) = tokio::join!(self.fetch(cpu), self.fetch(memory));
+        let now = clock::now();
+        for (query, attempt) in [(cpu, a), (memory, b)] {
+            self.record(query, attempt, now);
+        }
+    }
+
+    /// Samples every `interval` until `shutdown` resolves.
+    pub async fn run(&self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = async { ticker.tick().await; self.sample_once().await } => {}
+            }
+        }
+    }
+
+    /// Per pod what is known at `now` (controller clock): each resource from its query's last
+    /// answer if that is fresh.
+    pub fn usage(&self, now: Duration) -> PodUsages {
+        let mut pods = PodUsages::new();
+        for query in &self.queries {
+            let state = query.lock();
+            let Some(answer) = state.answer.as_ref().filter(|a| now.saturating_sub(a.at) <= self.stale_after) else {
+                continue;
+            };
+            for (pod, &amount) in &answer.pods {
+                let usage = pods.entry(pod.clone()).or_default();
+                match query.resource {
+                    Resource::Cpu => usage.cpu_millicores = Some(amount),
+                    Resource::Memory => usage.memory_bytes = Some(amount),
+                }
+            }
+        }
+        pods
+    }
+
+    async fn fetch(&self, query: &Query) -> Result<Answer, SampleError> {
+        let series = tokio::time::timeout(
+            self.timeout,
+            promql::query_series(&self.http, self.auth.as_ref(), &self.base, &query.text, self.timeout),
+        )
+        .await
+        .map_err(|_| SampleError::Timeout(self.timeout))??;
+        per_pod(&series, query.resource)
+    }
+
+    fn record(&self, query: &Query, attempt: Result<Answer, SampleError>, now: Duration) {
+        let label = query.resource.label();
+        let mut state = query.lock();
+        match attempt {
+            Ok(answer) => {
+                if let Some((kind, attempts)) = state.failing.take() {
+                    info!(query = query.resource.key(), after = attempts, failure = kind, "usage sampling works again");
+                }
+                state.answer = Some(answer);
+            }
+            Err(error) => {
+                self.metrics.record_sample_error(METRICS_SERVICE, label);
+                match &mut state.failing {
+                    Some((kind, attempts)) if *kind == error.kind() => *attempts += 1,
+                    failing => {
+                        warn!(query = query.resource.key(), cause = %error,
+                            "usage sampling failed; pods count at their requests once the last answer is stale");
+                        *failing = Some((error.kind(), 1));
+                    }
+                }
+            }
+        }
+        let since = *state.sampling_since.get_or_insert(now);
+        let age = now.saturating_sub(state.answer.as_ref().map_or(since, |a| a.at));
+        self.metrics.set_sample_age(METRICS_SERVICE, label, age);
+        if age > self.stale_after {
+            self.metrics.record_stale_sample(METRICS_SERVICE, label);
+        }
+    }
+}
+
+impl Query {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueryState> {
+        // The state stays consistent between statements; a panic elsewhere must not stop sampling.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The answer's series as amounts per pod key, stamped with the oldest evaluation time. A
+/// series without `namespace` or `pod` makes the whole answer unusable (the query aggregates
+/// them away); one with a value that is not a finite non-negative number is left out (that
+/// pod counts at its requests).
+fn per_pod(series: &[LabelledSample], resource: Resource) -> Result<Answer, SampleError> {
+    let mut answer = Answer { at: Duration::MAX, pods: HashMap::with_capacity(series.len()) };
+    for s in series {
+        let (Some(namespace), Some(pod)) = (s.labels.get("namespace"), s.labels.get("pod")) else {
+            return Err(SampleError::BadResponse(format!(
+                "a series without `namespace` and `pod` labels ({:?}): keep them, e.g. `sum by (namespace, pod) (...)`",
+                s.labels
+            )));
+        };
+        answer.at = answer.at.min(s.sample.at);
+        if !s.sample.value.is_finite() || s.sample.value < 0.0 {
+            continue;
+        }
+        *answer.pods.entry(format!("{namespace}/{pod}")).or_default() += resource.amount(s.sample.value);
+    }
+    // Stamped by Prometheus's wall clock.
+    answer.at = clock::from_wall(answer.at);
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::core::Sample;
+
+    fn series(labels: &[(&str, &str)], value: f64) -> LabelledSample {
+        LabelledSample {
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            sample: Sample { at: clock::now(), value },
+        }
+    }
+
+    #[test]
+    fn series_become_amounts_per_pod_with_containers_added_up() {
+        let answer = per_pod(
+            &[
+                series(&[("namespace", "web"), ("pod", "nginx-1"), ("container", "nginx")], 0.25),
+                series(&[("namespace", "web"), ("pod", "nginx-1"), ("container", "sidecar")], 0.0501),
+                series(&[("namespace", "web"), ("pod", "nginx-2")], 1.5),
+                series(&[("namespace", "web"), ("pod", "odd")], f64::NAN),
+            ],
+            Resource::Cpu,
+        )
+        .unwrap();
+        let mut got: Vec<(&str, i64)> = answer.pods.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        got.sort();
+        assert_eq!(got, [("web/nginx-1", 301), ("web/nginx-2", 1500)], "cores as millicores, rounded up");
+    }
+
+    #[test]
+    fn a_series_without_pod_labels_is_an_error_that_says_how_to_keep_them() {
+        let err = per_pod(&[series(&[("instance", "10.0.0.1:10250")], 3.0)], Resource::Memory).unwrap_err();
+        assert!(matches!(&err, SampleError::BadResponse(m) if m.contains("sum by (namespace, pod)")), "{err}");
+    }
+
+    fn sampler(stale_after: Duration) -> UsageSampler {
+        UsageSampler::new(
+            super::super::http_client(&crate::live::tls::LoadedTls::default()).unwrap(),
+            None,
+            Url::parse("http://127.0.0.1:1").unwrap(),
+            DEFAULT_CPU_QUERY,
+            DEFAULT_MEMORY_QUERY,
+            stale_after,
+            Arc::new(Metrics::new()),
+        )
+    }
+
+    #[test]
+    fn usage_joins_both_queries_and_drops_a_stale_one() {
+        let s = sampler(Duration::from_secs(30));
+        let now = clock::now();
+        let answer = |at: Duration, pods: &[(&str, i64)]| {
+            Ok(Answer { at, pods: pods.iter().map(|(k, v)| (k.to_string(), *v)).collect() })
+        };
+        s.record(&s.queries[0], answer(now, &[("web/a", 300), ("web/b", 700)]), now);
+        s.record(&s.queries[1], answer(now - Duration::from_secs(31), &[("web/a", 1 << 28)]), now);
+        let usage = s.usage(now);
+        assert_eq!(usage["web/a"], PodUsage { cpu_millicores: Some(300), memory_bytes: None }, "memory is stale");
+        assert_eq!(usage["web/b"].cpu_millicores, Some(700));
+        // A failure keeps the last answer until it is stale.
+        s.record(&s.queries[0], Err(SampleError::NoSeries), now + Duration::from_secs(5));
+        assert_eq!(s.usage(now + Duration::from_secs(30))["web/a"].cpu_millicores, Some(300));
+        assert!(s.usage(now + Duration::from_secs(31)).is_empty(), "both answers stale");
+    }
+
+    #[tokio::test]
+    async fn a_query_that_never_answers_is_an_error_naming_its_key_and_query() {
+        let s = sampler(Duration::from_secs(30));
+        let err = s.check(Duration::from_millis(50), Duration::from_millis(20)).await.unwrap_err();
+        assert!(
+            matches!(&err, UsageError::Failed { key: "run.usage_cpu_query", query, cause: SampleError::Unreachable(_) }
+                if query == DEFAULT_CPU_QUERY),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with("run.usage_cpu_query `sum by (namespace, pod)"), "{err}");
+    }
+}
