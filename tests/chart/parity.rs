@@ -135,6 +135,16 @@ pub fn refusals() -> Vec<Refusal> {
         setting("run.debounce", "20s", "must be shorter than the tick (10s)"),
         setting("run.debounce", "10000ms", "must be shorter than the tick (10s)"),
         refusal("run:\n  tick: 1m\n  debounce: 1h\n", "run.debounce", "must be shorter than the tick"),
+        refusal(
+            "controller:\n  capacity: usage\n",
+            "controller.capacity",
+            "usage reads pods' CPU and memory usage from Prometheus",
+        ),
+        refusal(
+            "controller:\n  capacity: usage\nrun:\n  prometheus_url: http://p:9090\n  usage_cpu_query: ''\n",
+            "run.usage_cpu_query",
+            "the query is empty",
+        ),
     ]);
     // run.prometheus_url and scrape URLs: http:// or https:// with a host (`http_url`).
     let url_cases = [

@@ -153,6 +153,16 @@ duration left out (or set to null) is the controller's default, as in the file.
 {{- with $run.prometheus_url }}
 {{- include "colocate.httpUrl" (list "config.run.prometheus_url" .) }}
 {{- end }}
+{{- if eq (toString ($.Values.config.controller.capacity | default "requests")) "usage" }}
+{{- if not $run.prometheus_url }}
+{{- fail "config.controller.capacity: usage reads pods' CPU and memory usage from Prometheus (config.run.usage_cpu_query, config.run.usage_memory_query): set config.run.prometheus_url" }}
+{{- end }}
+{{- range $key := list "usage_cpu_query" "usage_memory_query" }}
+{{- if and (hasKey $run $key) (not (trim (toString (index $run $key)))) }}
+{{- fail (printf "config.run.%s: the query is empty" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $seen := dict }}
 {{- range $i, $s := .Values.config.services }}
 {{- $at := printf "config.services[%d]" $i }}
