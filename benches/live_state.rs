@@ -125,7 +125,13 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     for nodes in [1_000, 5_000] {
         let Cluster { nodes: node_objects, pods, hpas, services, jobs } = cluster(nodes);
-        let inputs = Inputs { now: Duration::from_secs(1_000), hpas: &hpas, services: &services, jobs: &jobs, usage: &Default::default() };
+        let inputs = Inputs {
+            now: Duration::from_secs(1_000),
+            hpas: &hpas,
+            services: &services,
+            jobs: &jobs,
+            usage: &Default::default(),
+        };
         let mut state = ClusterState::from_objects(&node_objects, &pods);
         let mut core = Core::new(Config::default());
         {

@@ -446,6 +446,10 @@ fn default_install_is_hardened_and_highly_available() {
 
 /// `capacity: usage` needs to patch nodes' status, and only that: a role of its own, rendered
 /// only then, bound to the controller's ServiceAccount.
+/// Usage mode as a user sets it: it reads pods' usage from Prometheus.
+const USAGE: &[&str] =
+    &["--set", "config.controller.capacity=usage", "--set", "config.run.prometheus_url=http://prometheus:9090"];
+
 #[test]
 fn usage_mode_may_patch_node_status_and_requests_mode_may_not() {
     let requests = documents(&template(&[]));
@@ -458,13 +462,13 @@ fn usage_mode_may_patch_node_status_and_requests_mode_may_not() {
         )
     };
     assert!(!writes_nodes(&requests), "requests mode may write nodes: {}", kinds(&requests));
-    let usage = documents(&template(&["--set", "config.controller.capacity=usage"]));
+    let usage = documents(&template(USAGE));
     let role = object(&usage, "ClusterRole", "colocate-node-status");
     assert_eq!(role["rules"], json!([{"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]));
     let binding = object(&usage, "ClusterRoleBinding", "colocate-node-status");
     assert_eq!(binding["roleRef"]["name"], "colocate-node-status");
     assert_eq!(binding["subjects"][0]["name"], "colocate");
-    assert!(rendered_config(&template(&["--set", "config.controller.capacity=usage"])).contains("capacity: usage"));
+    assert!(rendered_config(&template(USAGE)).contains("capacity: usage"));
 }
 
 #[test]

@@ -518,6 +518,13 @@ impl Controller {
         self.logs.lock().unwrap().clone()
     }
 
+    /// The exit code if the process has exited on its own (`Some(None)`: killed by a signal).
+    pub fn exited(&mut self) -> Option<Option<i32>> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status.code())
+    }
+
     /// SIGTERM, then waits for the exit; returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;

@@ -3,6 +3,7 @@
 // Every test binary compiles all of `support` but uses only part of it.
 #![allow(dead_code)]
 
+pub mod cadvisor;
 pub mod certs;
 pub mod cluster;
 pub mod grafana;

@@ -114,7 +114,7 @@ pub async fn run(
     // Watch events, polled statuses and fresh samples all wake the decision loop.
     let changed = Arc::new(Notify::new());
     let sampler = sampler(&config, &secrets, &metrics, &changed)?;
-    let usage = usage_sampler(&config, &secrets, &metrics)?;
+    let usage = usage_sampler(&config, &secrets, &metrics, &changed)?;
     let stats = Arc::new(WatchStats::default());
     let (caches, adapters) = start_reflectors(&config, &client, &changed, &stats, &mut tasks).await?;
     let identity = default_identity();
@@ -282,6 +282,7 @@ fn usage_sampler(
     config: &RunConfig,
     secrets: &Secrets,
     metrics: &Arc<Metrics>,
+    changed: &Arc<Notify>,
 ) -> Result<Option<Arc<UsageSampler>>, StartError> {
     if config.controller.capacity != CapacityMode::Usage {
         return Ok(None);
@@ -297,7 +298,8 @@ fn usage_sampler(
         &config.run.usage_memory_query,
         config.run.sample_stale_after,
         metrics.clone(),
-    );
+    )
+    .with_wake(changed.clone());
     Ok(Some(Arc::new(usage)))
 }
 

@@ -4,9 +4,10 @@
 //! Two instant queries (`run.usage_cpu_query`, in cores, and `run.usage_memory_query`, in
 //! bytes), each answering one series per pod labelled `namespace` and `pod` (several series of
 //! one pod, e.g. one per container, are added up). The defaults read cAdvisor's
-//! `container_cpu_usage_seconds_total` as a one-minute rate, which is the smoothing: a pod's
-//! usage is its mean over the last minute, and the core grows it by its service's load trend
-//! sampled every second, so a rise is acted on before the mean catches up.
+//! `container_cpu_usage_seconds_total` over its last two scrapes, which is the smoothing: a
+//! pod's usage is its mean over the last scrape interval (15-30 s in most clusters), and the
+//! core grows it by its service's load trend sampled every second, so a rise is acted on
+//! before the next scrape shows it.
 //!
 //! - [`UsageSampler::check`] at start: both queries must answer series with those labels; one
 //!   that keeps answering nothing is a named error naming the key and the query, not a zero.
@@ -34,10 +35,14 @@ use crate::telemetry::metrics::Metrics;
 /// never collides with a service's.
 pub const METRICS_SERVICE: &str = "pods";
 
-/// Default `run.usage_cpu_query`: cAdvisor's per-container CPU time as a one-minute rate, per
-/// pod (the pod's own cgroup, `container=""`, and the pause container left out).
+/// Default `run.usage_cpu_query`: cAdvisor's per-container CPU time over its last two scrapes,
+/// per pod (the pod's own cgroup, `container=""`, and the pause container left out). `irate`,
+/// not `rate`: a rate over a window the pod's series does not yet fill reads low (a pod one
+/// scrape old would read a sixtieth of its use over a minute), and pods the HPA has just added
+/// are the ones that matter in a spike. A pod with a single scrape answers nothing and counts
+/// at its request.
 pub const DEFAULT_CPU_QUERY: &str = "sum by (namespace, pod) \
-    (rate(container_cpu_usage_seconds_total{container!=\"\", container!=\"POD\"}[1m]))";
+    (irate(container_cpu_usage_seconds_total{container!=\"\", container!=\"POD\"}[2m]))";
 /// Default `run.usage_memory_query`: cAdvisor's working set (what the kubelet's eviction
 /// counts), per pod.
 pub const DEFAULT_MEMORY_QUERY: &str = "sum by (namespace, pod) \
@@ -129,6 +134,9 @@ pub struct UsageSampler {
     stale_after: Duration,
     timeout: Duration,
     metrics: Arc<Metrics>,
+    /// Told after every round, so that a node's batch capacity follows a usage change at once
+    /// rather than at the next tick.
+    wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl UsageSampler {
@@ -155,7 +163,14 @@ impl UsageSampler {
             stale_after,
             timeout: super::DEFAULT_TIMEOUT,
             metrics,
+            wake: None,
         }
+    }
+
+    /// Notifies `wake` (the decision loop's) after every round.
+    pub fn with_wake(mut self, wake: Arc<tokio::sync::Notify>) -> UsageSampler {
+        self.wake = Some(wake);
+        self
     }
 
     /// Both queries until each has answered series labelled `namespace` and `pod`, every
@@ -193,6 +208,9 @@ impl UsageSampler {
         let now = clock::now();
         for (query, attempt) in [(cpu, a), (memory, b)] {
             self.record(query, attempt, now);
+        }
+        if let Some(wake) = &self.wake {
+            wake.notify_one();
         }
     }
 

@@ -1,0 +1,167 @@
+//! Serves pods' CPU and memory usage under cAdvisor's names and labels, for pods that run
+//! nothing (kwok's): `container_cpu_usage_seconds_total{namespace, pod, container}`, a counter
+//! of CPU seconds integrated from each pod's set usage, and `container_memory_working_set_bytes`.
+//! A real Prometheus scrapes it and `colocate run` reads it through its default usage queries,
+//! as it reads the kubelet's `/metrics/cadvisor` on a real cluster.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client};
+
+use super::metrics_server::MetricsServer;
+use super::process::free_port;
+use super::prometheus::Prometheus;
+
+/// One pod's series.
+struct Usage {
+    cores: f64,
+    memory_bytes: f64,
+    /// CPU seconds counted so far.
+    cpu_seconds: f64,
+}
+
+struct State {
+    /// By (namespace, pod).
+    pods: BTreeMap<(String, String), Usage>,
+    last_update: Instant,
+}
+
+impl State {
+    fn advance(&mut self, now: Instant) {
+        let now = now.max(self.last_update);
+        let dt = now.duration_since(self.last_update).as_secs_f64();
+        for u in self.pods.values_mut() {
+            u.cpu_seconds += u.cores * dt;
+        }
+        self.last_update = now;
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::from("# TYPE container_cpu_usage_seconds_total counter\n");
+        for ((ns, pod), u) in &self.pods {
+            out.push_str(&format!(
+                "container_cpu_usage_seconds_total{{namespace=\"{ns}\",pod=\"{pod}\",container=\"main\"}} {:.6}\n",
+                u.cpu_seconds
+            ));
+        }
+        out.push_str("# TYPE container_memory_working_set_bytes gauge\n");
+        for ((ns, pod), u) in &self.pods {
+            out.push_str(&format!(
+                "container_memory_working_set_bytes{{namespace=\"{ns}\",pod=\"{pod}\",container=\"main\"}} {:.0}\n",
+                u.memory_bytes
+            ));
+        }
+        out
+    }
+}
+
+pub struct Cadvisor {
+    state: Arc<Mutex<State>>,
+    server: MetricsServer,
+}
+
+impl Cadvisor {
+    pub fn start() -> Cadvisor {
+        let state = Arc::new(Mutex::new(State { pods: BTreeMap::new(), last_update: Instant::now() }));
+        let served = state.clone();
+        let server = MetricsServer::start(move || {
+            let mut s = served.lock().unwrap();
+            s.advance(Instant::now());
+            s.render()
+        });
+        Cadvisor { state, server }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.server.port
+    }
+
+    /// From now on, pod `namespace/pod` uses `cores` of CPU and `memory_bytes`. A pod seen for
+    /// the first time starts with an hour of CPU time counted, so that `rate()` over a window
+    /// that began before it does not read a ramp.
+    pub fn set(&self, namespace: &str, pod: &str, cores: f64, memory_bytes: f64) {
+        let mut s = self.state.lock().unwrap();
+        s.advance(Instant::now());
+        let u = s.pods.entry((namespace.to_string(), pod.to_string())).or_insert(Usage {
+            cores,
+            memory_bytes,
+            cpu_seconds: cores * 3600.0,
+        });
+        u.cores = cores;
+        u.memory_bytes = memory_bytes;
+    }
+
+    /// Every running pod in `namespace` matching `selector` uses `cores` and `memory_bytes`;
+    /// pods gone are no longer served (as cAdvisor drops a deleted container's series).
+    /// Returns how many pods are served there; `None` (nothing changed) when the API server
+    /// does not answer.
+    pub async fn follow(
+        &self,
+        client: &Client,
+        namespace: &str,
+        selector: &str,
+        cores: f64,
+        memory_bytes: f64,
+    ) -> Option<usize> {
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default().labels(selector))
+            .await
+            .ok()?;
+        let running: Vec<String> = pods
+            .items
+            .into_iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        for pod in &running {
+            self.set(namespace, pod, cores, memory_bytes);
+        }
+        let mut s = self.state.lock().unwrap();
+        s.pods.retain(|(ns, pod), _| ns != namespace || running.contains(pod));
+        Some(running.len())
+    }
+
+    /// Keeps [`Cadvisor::follow`]ing `namespace`/`selector` every second, at the usage
+    /// `usage()` gives at each round, until the returned guard is dropped.
+    pub fn keep_following(
+        self: &Arc<Self>,
+        client: Client,
+        namespace: &'static str,
+        selector: &'static str,
+        usage: impl Fn() -> (f64, f64) + Send + 'static,
+    ) -> Following {
+        let me = self.clone();
+        Following(tokio::spawn(async move {
+            loop {
+                let (cores, memory) = usage();
+                me.follow(&client, namespace, selector, cores, memory).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }))
+    }
+}
+
+/// Stops [`Cadvisor::keep_following`] when dropped.
+pub struct Following(tokio::task::JoinHandle<()>);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A cAdvisor stand-in and a real Prometheus scraping it every second, its files in `dir`.
+pub async fn with_prometheus(dir: &std::path::Path) -> (Arc<Cadvisor>, Prometheus) {
+    let cadvisor = Arc::new(Cadvisor::start());
+    let config = format!(
+        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n  - job_name: cadvisor\n    \
+         static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
+        cadvisor.port()
+    );
+    let prometheus = Prometheus::start(dir, free_port(), &config).await;
+    (cadvisor, prometheus)
+}
