@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use colocate::live::adapters::{AdapterJobs, VolcanoBackend};
+use colocate::live::batch::BatchNames;
 use colocate::live::endpoint::{DiscoveredJob, JobEndpoint};
 use colocate::live::master_client::MasterError;
 use colocate::master_protocol::{BackendErrorKind, Phase, ScaleCommand, Status};
@@ -134,7 +135,8 @@ async fn scale_replicas(api: &Api<DynamicObject>, name: &str) -> i32 {
 
 async fn started(client: Client) -> (AdapterJobs, Arc<Notify>, Arc<AtomicU64>) {
     let changed = Arc::new(Notify::new());
-    let (jobs, drivers) = AdapterJobs::start(client, Arc::clone(&changed)).await.expect("adapters start");
+    let (jobs, drivers) =
+        AdapterJobs::start(client, Arc::clone(&changed), BatchNames::Colocate).await.expect("adapters start");
     for d in drivers {
         tokio::spawn(d);
     }

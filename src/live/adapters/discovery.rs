@@ -27,6 +27,7 @@ use super::scale::ScaleSubresourceBackend;
 use super::settings::{settings, AdapterSettings, ScaleVia};
 use super::volcano::VolcanoBackend;
 use super::workers::{check_worker_labels, worker_resources};
+use crate::live::batch::BatchNames;
 use crate::live::endpoint::{DiscoveredJob, JobEndpoint, JobObject};
 use crate::live::names::{object_key, ELASTIC_LABEL, SCALE_VIA_ANNOTATION};
 use crate::live::translate::JobOverrides;
@@ -52,6 +53,7 @@ struct Inner {
     absent: Vec<String>,
     restarts: Arc<AtomicU64>,
     endpoints: Mutex<HashMap<String, Cached>>,
+    batch_names: BatchNames,
 }
 
 struct Watched {
@@ -66,7 +68,13 @@ impl AdapterJobs {
     /// event. Returns the futures that drive them (the caller spawns them). A kind the API server
     /// does not serve (its CRD is not installed) is logged and skipped; it is picked up only by
     /// a later `start`.
-    pub async fn start(client: Client, changed: Arc<Notify>) -> Result<(AdapterJobs, Vec<Driver>), AdapterError> {
+    /// Workers that request batch resources under `batch_names` (`capacity: usage`) have them
+    /// counted as their size.
+    pub async fn start(
+        client: Client,
+        changed: Arc<Notify>,
+        batch_names: BatchNames,
+    ) -> Result<(AdapterJobs, Vec<Driver>), AdapterError> {
         let restarts = Arc::new(AtomicU64::new(0));
         let (mut watched, mut absent, mut drivers) = (Vec::new(), Vec::new(), Vec::new());
         for kind in &KINDS {
@@ -103,7 +111,7 @@ impl AdapterJobs {
             tracing::info!(kind = %name, scale_subresource = has_scale, "watching adapter jobs");
             watched.push(Watched { kind, resource, has_scale, store });
         }
-        let inner = Inner { client, watched, absent, restarts, endpoints: Mutex::new(HashMap::new()) };
+        let inner = Inner { client, watched, absent, restarts, endpoints: Mutex::new(HashMap::new()), batch_names };
         Ok((AdapterJobs { inner: Arc::new(inner) }, drivers))
     }
 
@@ -141,7 +149,7 @@ impl AdapterJobs {
         for (w, watched) in self.inner.watched.iter().enumerate() {
             for object in watched.store.state() {
                 present.extend(object.metadata.uid.clone());
-                match evaluate(watched.kind, &watched.resource, watched.has_scale, &object) {
+                match evaluate(watched.kind, &watched.resource, watched.has_scale, &object, self.inner.batch_names) {
                     Ok(c) => candidates.push((w, c)),
                     Err(problem) => problems.push(problem),
                 }
@@ -301,6 +309,7 @@ fn evaluate(
     resource: &ApiResource,
     has_scale: bool,
     o: &DynamicObject,
+    batch_names: BatchNames,
 ) -> Result<Candidate, String> {
     let name = o.metadata.name.clone().unwrap_or_default();
     let namespace = o.metadata.namespace.clone().unwrap_or_default();
@@ -324,7 +333,7 @@ fn evaluate(
     }
     let template = kind.worker_template(&describe, &o.data, &s.worker_task)?;
     check_worker_labels(&describe, &s.job, &template)?;
-    let resources = worker_resources(&describe, &template)?;
+    let resources = worker_resources(&describe, &template, batch_names)?;
     let uid = o.metadata.uid.clone().ok_or_else(|| format!("{describe}: no metadata.uid"))?;
     let generation = o.metadata.generation.and_then(|g| u64::try_from(g).ok()).unwrap_or(1).max(1);
     let object = JobObject {
@@ -418,9 +427,14 @@ mod tests {
     #[test]
     fn a_good_deployment_becomes_a_candidate() {
         let kind = &KINDS[0];
-        let c =
-            evaluate(kind, &resource(kind, "deployments"), true, &deployment(good_annotations(), worker_labels("wd")))
-                .unwrap();
+        let c = evaluate(
+            kind,
+            &resource(kind, "deployments"),
+            true,
+            &deployment(good_annotations(), worker_labels("wd")),
+            BatchNames::Colocate,
+        )
+        .unwrap();
         assert_eq!(c.key(), "ml/wd");
         assert_eq!(c.object.to_string(), "Deployment ml/wd");
         assert_eq!((c.object.api_version.as_str(), c.object.uid.as_deref()), ("apps/v1", Some("u-1")));
@@ -434,7 +448,8 @@ mod tests {
         let kind = &KINDS[0];
         let r = resource(kind, "deployments");
         let missing_labels =
-            evaluate(kind, &r, true, &deployment(good_annotations(), json!({"app": "wd"}))).unwrap_err();
+            evaluate(kind, &r, true, &deployment(good_annotations(), json!({"app": "wd"})), BatchNames::Colocate)
+                .unwrap_err();
         assert!(
             missing_labels.starts_with("Deployment ml/wd: the worker pod template lacks label(s)"),
             "{missing_labels}"
@@ -442,7 +457,7 @@ mod tests {
         let mut volcano = good_annotations();
         volcano["colocate.dev/scale-via"] = json!("volcano-replicas");
         assert_eq!(
-            evaluate(kind, &r, true, &deployment(volcano, worker_labels("wd"))).unwrap_err(),
+            evaluate(kind, &r, true, &deployment(volcano, worker_labels("wd")), BatchNames::Colocate).unwrap_err(),
             "Deployment ml/wd: annotation colocate.dev/scale-via=`volcano-replicas`: a Deployment is scaled via \
              `scale-subresource`"
         );
@@ -450,8 +465,9 @@ mod tests {
         let mut o = deployment(good_annotations(), worker_labels("wd"));
         o.data = json!({"spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"metadata": {"labels": worker_labels("wd")},
             "spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": "1"}}}]}}}}}});
-        let no_scale = evaluate(pytorch, &resource(pytorch, "pytorchjobs"), false, &o).unwrap_err();
+        let no_scale =
+            evaluate(pytorch, &resource(pytorch, "pytorchjobs"), false, &o, BatchNames::Colocate).unwrap_err();
         assert!(no_scale.contains("PyTorchJob.kubeflow.org ml/wd: annotation colocate.dev/scale-via=`scale-subresource`: the API server serves no /scale"), "{no_scale}");
-        assert!(evaluate(pytorch, &resource(pytorch, "pytorchjobs"), true, &o).is_ok());
+        assert!(evaluate(pytorch, &resource(pytorch, "pytorchjobs"), true, &o, BatchNames::Colocate).is_ok());
     }
 }

@@ -7,6 +7,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use crate::core::Resources;
+use crate::live::batch::{self, BatchNames};
 use crate::live::kube_backend::kube_failure;
 use crate::live::names::{JOB_LABEL, ROLE_LABEL};
 use crate::live::translate::{pod_is_finished, pod_is_ready, pod_requests, TranslateError, GPU};
@@ -38,8 +39,13 @@ pub fn check_worker_labels(object: &str, job: &str, template: &PodTemplateSpec) 
 }
 
 /// What one worker requests, as the scheduler counts it (containers, init containers, overhead),
-/// in the quantities protocol v1 reports.
-pub fn worker_resources(object: &str, template: &PodTemplateSpec) -> Result<WorkerResources, String> {
+/// in the quantities protocol v1 reports: its `cpu` and `memory`, and the batch resources named
+/// `batch_names` (`capacity: usage`: a BestEffort worker asks for those alone).
+pub fn worker_resources(
+    object: &str,
+    template: &PodTemplateSpec,
+    batch_names: BatchNames,
+) -> Result<WorkerResources, String> {
     let pod = Pod { metadata: ObjectMeta::default(), spec: template.spec.clone(), status: None };
     let r = pod_requests(&pod).map_err(|e| match e {
         TranslateError::Quantity { field, value, problem, .. } => {
@@ -47,10 +53,14 @@ pub fn worker_resources(object: &str, template: &PodTemplateSpec) -> Result<Work
         }
         other => format!("{object}: worker pod template: {other}"),
     })?;
+    let batch = batch::requested(&pod, batch_names).map_err(|e| format!("{object}: worker pod template: {e}"))?;
+    let r = r + batch;
     if r.cpu_milli <= 0 && r.memory_bytes <= 0 {
         return Err(format!(
-            "{object}: the worker pod template requests no CPU and no memory; the controller places workers by \
-             their requests"
+            "{object}: the worker pod template requests no CPU and no memory, nor {} and {}; the controller places \
+             workers by their requests",
+            batch_names.cpu(),
+            batch_names.memory()
         ));
     }
     Ok(quantities(r))
@@ -156,21 +166,35 @@ mod tests {
                 {"name": "w", "resources": {"requests": {"cpu": "1500m", "memory": "3Gi", "nvidia.com/gpu": "1"}}},
                 {"name": "sidecar", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
             "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "4"}}}]}}));
-        let r = worker_resources("Deployment ml/wd", &t).unwrap();
+        let r = worker_resources("Deployment ml/wd", &t, BatchNames::Colocate).unwrap();
         assert_eq!((r.cpu.as_str(), r.memory.as_str()), ("4", "4Gi"));
         assert_eq!(r.other.get(GPU), Some(&Quantity::from("1")));
         let odd = template(
             json!({"spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": "250m", "memory": "1000"}}}]}}),
         );
-        let r = worker_resources("x", &odd).unwrap();
+        let r = worker_resources("x", &odd, BatchNames::Colocate).unwrap();
         assert_eq!((r.cpu.as_str(), r.memory.as_str()), ("250m", "1000"));
         assert!(r.other.is_empty());
     }
 
     #[test]
+    fn a_best_effort_worker_is_the_size_of_its_batch_resources_under_the_configured_names() {
+        let limits = |cpu: &str, memory: &str| {
+            template(json!({"spec": {"containers": [{"name": "w", "resources": {"limits": {
+                "colocate.dev/batch-cpu": cpu, "colocate.dev/batch-memory": memory}}}]}}))
+        };
+        let r = worker_resources("Deployment ml/wd", &limits("4000", "8Gi"), BatchNames::Colocate).unwrap();
+        assert_eq!((r.cpu.as_str(), r.memory.as_str()), ("4", "8Gi"));
+        let e = worker_resources("Deployment ml/wd", &limits("4000", "8Gi"), BatchNames::Koordinator).unwrap_err();
+        assert!(e.contains("nor kubernetes.io/batch-cpu and kubernetes.io/batch-memory"), "{e}");
+        let e = worker_resources("Deployment ml/wd", &limits("lots", "8Gi"), BatchNames::Colocate).unwrap_err();
+        assert!(e.starts_with("Deployment ml/wd: worker pod template: ") && e.contains("lots"), "{e}");
+    }
+
+    #[test]
     fn template_problems_name_the_object() {
         let bad = template(json!({"spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": "two"}}}]}}));
-        let e = worker_resources("StatefulSet ml/s", &bad).unwrap_err();
+        let e = worker_resources("StatefulSet ml/s", &bad, BatchNames::Colocate).unwrap_err();
         assert!(
             e.starts_with(
                 "StatefulSet ml/s: worker pod template: containers[w].resources.requests.cpu `two` is not a quantity"
@@ -178,7 +202,9 @@ mod tests {
             "{e}"
         );
         let none = template(json!({"spec": {"containers": [{"name": "w"}]}}));
-        assert!(worker_resources("StatefulSet ml/s", &none).unwrap_err().contains("requests no CPU and no memory"));
+        assert!(worker_resources("StatefulSet ml/s", &none, BatchNames::Colocate)
+            .unwrap_err()
+            .contains("requests no CPU and no memory"));
     }
 
     #[test]

@@ -319,7 +319,7 @@ async fn start_reflectors(
     if !config.run.adapters {
         return Ok((caches, None));
     }
-    let (adapters, drivers) = AdapterJobs::start(client.clone(), changed.clone()).await?;
+    let (adapters, drivers) = AdapterJobs::start(client.clone(), changed.clone(), config.run.batch_resources).await?;
     tracing::info!(watched = ?adapters.watched_kinds(), absent = ?adapters.absent_kinds(), "adapters on");
     for (kind, driver) in adapters.watched_kinds().iter().zip(drivers) {
         tasks.spawn_infallible(format!("reflector {kind}"), Until::Aborted, driver);
