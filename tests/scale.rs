@@ -26,13 +26,15 @@ mod measure;
 #[path = "scale/population.rs"]
 mod population;
 mod support;
+#[path = "scale/usage.rs"]
+mod usage;
 
 use std::time::{Duration, Instant};
 
 use measure::{AuditLog, Histogram, Memory};
 use population::{Layout, CONTROLLER_USER, JOBS_NAMESPACE, SERVICES, SPIKED_SERVICES};
 use serde_json::{json, Value};
-use support::cluster::{self, pod_counts, Behaviour, Controller, ElasticJob};
+use support::cluster::{self, pod_counts, Announce, Behaviour, Controller, ElasticJob, WorkerPod};
 use support::testbed::Testbed;
 
 /// Grow windows shortened from the defaults (60 s) so the jobs fill the room in minutes; every
@@ -43,22 +45,49 @@ const CONFIG: &str = "controller:\n  grow_stabilization: 10s\n";
 const KCM_CONTROLLERS: &str = "deployment-controller,replicaset-controller,serviceaccount-controller";
 const DECISION_HISTOGRAM: &str = "colocate_decision_duration_seconds";
 
+/// What training is given (`controller.capacity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Requests,
+    /// Pods' usage from a real Prometheus (a cAdvisor stand-in), BestEffort workers, nodes'
+    /// batch capacity written on their status.
+    Usage,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_cluster_same_path_as_the_full_run() {
-    run(Layout::new(100, 3_000), Duration::from_secs(20), "scale-small.json").await;
+    run(Layout::new(100, 3_000), Duration::from_secs(20), "scale-small.json", Mode::Requests).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_cluster_in_usage_mode() {
+    run(Layout::new(100, 3_000), Duration::from_secs(30), "scale-small-usage.json", Mode::Usage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "takes about 15 minutes: run with --ignored (COLOCATE_SCALE_NODES/_PODS/_SOAK_SECS to resize)"]
+async fn full_1000_nodes_30000_pods_in_usage_mode() {
+    let (layout, soak) = full_size();
+    run(layout, soak, "scale-usage.json", Mode::Usage).await;
+}
+
+/// 1,000 nodes and 30,000 pods, a 180 s soak, unless the environment says otherwise.
+fn full_size() -> (Layout, Duration) {
+    let env = |name: &str, default: u64| {
+        std::env::var(name).ok().map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v}: not a number")))
+    };
+    let layout = Layout::new(env("COLOCATE_SCALE_NODES", 1_000) as usize, env("COLOCATE_SCALE_PODS", 30_000) as usize);
+    (layout, Duration::from_secs(env("COLOCATE_SCALE_SOAK_SECS", 180)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "takes about 10 minutes: run with --ignored (COLOCATE_SCALE_NODES/_PODS/_SOAK_SECS to resize)"]
 async fn full_1000_nodes_30000_pods() {
-    let env = |name: &str, default: u64| {
-        std::env::var(name).ok().map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v}: not a number")))
-    };
-    let layout = Layout::new(env("COLOCATE_SCALE_NODES", 1_000) as usize, env("COLOCATE_SCALE_PODS", 30_000) as usize);
-    run(layout, Duration::from_secs(env("COLOCATE_SCALE_SOAK_SECS", 180)), "scale.json").await;
+    let (layout, soak) = full_size();
+    run(layout, soak, "scale.json", Mode::Requests).await;
 }
 
-async fn run(layout: Layout, soak: Duration, report_name: &str) {
+async fn run(layout: Layout, soak: Duration, report_name: &str, mode: Mode) {
     let started = Instant::now();
     let machine_before = measure::machine();
     let policy = tempfile::NamedTempFile::new().unwrap();
@@ -84,7 +113,19 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
         for j in 0..layout.jobs {
             let bounds = (1, layout.job_max_workers, 2);
             let name = population::job_name(j);
-            jobs.push(ElasticJob::start(&bed, &client, JOBS_NAMESPACE, &name, bounds, Behaviour::Honest, None).await);
+            let worker = WorkerPod { best_effort: mode == Mode::Usage, ..WorkerPod::one_cpu(None) };
+            let job = ElasticJob::start_with(
+                &bed,
+                &client,
+                JOBS_NAMESPACE,
+                &name,
+                bounds,
+                Behaviour::Honest,
+                worker,
+                Announce::Service,
+            )
+            .await;
+            jobs.push(job);
         }
         jobs
     };
@@ -95,8 +136,17 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
     // ---- sync ---------------------------------------------------------------------------------
     let audit = AuditLog::new(&dir, CONTROLLER_USER);
     let kubeconfig = population::controller_kubeconfig(&bed, &dir);
+    let usage_dir = tempfile::tempdir().unwrap();
+    let usage_source = match mode {
+        Mode::Requests => None,
+        Mode::Usage => Some(usage::start(usage_dir.path(), &client).await),
+    };
+    let config = match &usage_source {
+        Some(u) => usage::config(CONFIG, &u.prometheus.url()),
+        None => CONFIG.to_string(),
+    };
     let spawned = Instant::now();
-    let controller = Controller::spawn(&kubeconfig, CONFIG, &[]);
+    let controller = Controller::spawn(&kubeconfig, &config, &[]);
     controller.wait_ready(Duration::from_secs(900)).await;
     let sync = spawned.elapsed();
     let pid = controller.pid().expect("colocate run is running");
@@ -131,7 +181,7 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
     let (requests_soaked, _) = audit.read();
 
     // ---- spike: three HPAs decide 10% more replicas ---------------------------------------------
-    let spike = spike(&client, &layout, &jobs).await;
+    let spike = spike(&client, &layout, &jobs, mode == Mode::Requests).await;
     let (workers_after_spike, _) = wait_for_jobs_to_settle(&controller, Duration::from_secs(300)).await;
     let m = controller.metrics().await;
     let mem_end = Memory::of(pid);
@@ -149,7 +199,17 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
     let decisions = cluster::metric_value(&m, "colocate_decisions_total");
     let grows = cluster::metric_value(&m, "colocate_intents_total{reason=\"grow\"}");
     let shrinks = cluster::metric_value(&m, "colocate_intents_total{reason=\"online-headroom\"}");
+    let nodes_carrying_batch = usage::nodes_carrying_batch(&client).await;
+    let rates = [
+        ("sync", measure::request_rates(&requests_synced, sync.as_secs_f64())),
+        ("fill", measure::request_rates(&requests_filled[requests_synced.len()..], fill.as_secs_f64())),
+        ("soak", measure::request_rates(&requests_soaked[requests_filled.len()..], soak_secs)),
+        ("spike", measure::request_rates(&requests_end[requests_soaked.len()..], spike_secs)),
+    ];
+    let node_status_writes: serde_json::Map<String, Value> =
+        rates.iter().map(|(phase, r)| (phase.to_string(), json!(usage::node_status_writes(r)))).collect();
     let report = json!({
+        "capacity": if mode == Mode::Usage { "usage" } else { "requests" },
         "layout": {
             "nodes": layout.nodes, "pods_asked": layout.pods, "system_pods": layout.system_pods(),
             "online_pods": layout.online_pods(), "online_pod_cpu": layout.online_cpu(), "services": SERVICES,
@@ -174,12 +234,11 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
             "spike": h_end.since(&h_soaked).summary(), "all": h_end.summary()},
         "spike": spike.json,
         "controller_requests": {
-            "sync": measure::request_rates(&requests_synced, sync.as_secs_f64()),
-            "fill": measure::request_rates(&requests_filled[requests_synced.len()..], fill.as_secs_f64()),
-            "soak": measure::request_rates(&requests_soaked[requests_filled.len()..], soak_secs),
-            "spike": measure::request_rates(&requests_end[requests_soaked.len()..], spike_secs),
+            "sync": rates[0].1, "fill": rates[1].1, "soak": rates[2].1, "spike": rates[3].1,
             "error_answers": errors,
         },
+        "node_status_writes_per_second": node_status_writes,
+        "nodes_carrying_batch_capacity": nodes_carrying_batch,
         "apiserver_requests_during_soak_all_clients": measure::rates_between(&apiserver_before, &apiserver_after, soak_secs),
         "component_memory_at_end": measure::component_memory(&bed),
         "controller_metrics": {"decisions": decisions, "grow_intents": grows, "online_headroom_intents": shrinks,
@@ -211,7 +270,24 @@ async fn run(layout: Layout, soak: Duration, report_name: &str) {
         layout.online_cpu_cores()
     );
     assert!(grows >= 1.0 && workers_filled > 2 * layout.jobs as u64, "the jobs did not grow: {workers_filled} workers");
-    assert!(shrinks >= 1.0, "no online-headroom intent after three HPAs decided 10% more replicas");
+    match mode {
+        Mode::Requests => {
+            assert!(shrinks >= 1.0, "no online-headroom intent after three HPAs decided 10% more replicas");
+            assert_eq!(nodes_carrying_batch, 0, "requests mode published batch capacity");
+        }
+        // Workers hold no `cpu` requests: the spike's pods fit without a shrink; what must hold
+        // is that every node carries its batch capacity, and that it is not rewritten at every
+        // decision while usage only wobbles.
+        Mode::Usage => {
+            assert_eq!(nodes_carrying_batch, layout.nodes, "not every node carries its batch capacity");
+            let soak_writes = usage::node_status_writes(&rates[2].1);
+            assert!(
+                soak_writes * soak_secs < layout.nodes as f64 * soak_secs / 10.0,
+                "node status rewritten {soak_writes}/s while only usage wobbled ({} nodes)",
+                layout.nodes
+            );
+        }
+    }
 }
 
 /// The report with its headline figures (those docs/results.md publishes) at its top level,
@@ -320,7 +396,7 @@ struct Spike {
 /// sync) their Deployments get them, as new pods the scheduler must find room for. Measures how
 /// soon a master is asked to shrink, how long until every new pod is bound, and how many of them
 /// the scheduler found no room for meanwhile.
-async fn spike(client: &kube::Client, layout: &Layout, jobs: &[ElasticJob]) -> Spike {
+async fn spike(client: &kube::Client, layout: &Layout, jobs: &[ElasticJob], expect_shrink: bool) -> Spike {
     let services: Vec<(String, u32, u32)> = (0..SPIKED_SERVICES)
         .map(|s| {
             let current = layout.service_pods(s) as u32;
@@ -331,15 +407,23 @@ async fn spike(client: &kube::Client, layout: &Layout, jobs: &[ElasticJob]) -> S
     for (ns, current, extra) in &services {
         population::set_hpa(client, ns, *current, current + extra).await;
     }
-    let first_shrink =
-        cluster::eventually(Duration::from_secs(120), "a shrink command at a master", move || async move {
-            jobs.iter()
-                .flat_map(|j| j.commands())
-                .filter(|c| c.at > at && c.reason == "online-headroom")
-                .map(|c| c.at)
-                .min()
-        })
-        .await;
+    let shrink_command = move || {
+        jobs.iter()
+            .flat_map(|j| j.commands())
+            .filter(|c| c.at > at && c.reason == "online-headroom")
+            .map(|c| c.at)
+            .min()
+    };
+    let first_shrink = if expect_shrink {
+        Some(
+            cluster::eventually(Duration::from_secs(120), "a shrink command at a master", move || async move {
+                shrink_command()
+            })
+            .await,
+        )
+    } else {
+        None
+    };
     tokio::time::sleep(Duration::from_secs(2)).await;
     let api_scale = |ns: &str| kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns);
     for (ns, _, extra) in &services {
@@ -373,7 +457,8 @@ async fn spike(client: &kube::Client, layout: &Layout, jobs: &[ElasticJob]) -> S
     for (ns, current, extra) in &services {
         population::set_hpa(client, ns, current + extra, current + extra).await;
     }
-    let first_shrink_ms = measure::round((first_shrink - at).as_secs_f64() * 1e3, 1);
+    let first_shrink = first_shrink.or_else(shrink_command);
+    let first_shrink_ms = first_shrink.map(|t| measure::round((t - at).as_secs_f64() * 1e3, 1));
     let json = json!({
         "services": SPIKED_SERVICES, "new_pods": wanted,
         "first_shrink_command_ms_after_hpa_write": first_shrink_ms,

@@ -125,6 +125,52 @@ impl Cadvisor {
         Some(running.len())
     }
 
+    /// Every bound pod of the cluster for which `usage` gives (cores, memory bytes) uses that;
+    /// other pods are not served. Returns how many are served.
+    pub async fn follow_all(
+        &self,
+        client: &Client,
+        usage: &(impl Fn(&Pod) -> Option<(f64, f64)> + Sync),
+    ) -> Option<usize> {
+        let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await.ok()?;
+        let mut served = BTreeMap::new();
+        for p in &pods.items {
+            if p.spec.as_ref().is_none_or(|s| s.node_name.is_none()) {
+                continue;
+            }
+            let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else { continue };
+            if let Some(u) = usage(p) {
+                served.insert((ns.clone(), name.clone()), u);
+            }
+        }
+        let n = served.len();
+        let mut s = self.state.lock().unwrap();
+        s.advance(Instant::now());
+        s.pods.retain(|key, _| served.contains_key(key));
+        for (key, (cores, memory_bytes)) in served {
+            let u = s.pods.entry(key).or_insert(Usage { cores, memory_bytes, cpu_seconds: cores * 3600.0 });
+            u.cores = cores;
+            u.memory_bytes = memory_bytes;
+        }
+        Some(n)
+    }
+
+    /// Keeps [`Cadvisor::follow_all`]ing every `period` until the returned guard is dropped.
+    pub fn keep_following_all(
+        self: &Arc<Self>,
+        client: Client,
+        period: Duration,
+        usage: impl Fn(&Pod) -> Option<(f64, f64)> + Send + Sync + 'static,
+    ) -> Following {
+        let me = self.clone();
+        Following(tokio::spawn(async move {
+            loop {
+                me.follow_all(&client, &usage).await;
+                tokio::time::sleep(period).await;
+            }
+        }))
+    }
+
     /// Keeps [`Cadvisor::follow`]ing `namespace`/`selector` every second, at the usage
     /// `usage()` gives at each round, until the returned guard is dropped.
     pub fn keep_following(
@@ -156,9 +202,15 @@ impl Drop for Following {
 
 /// A cAdvisor stand-in and a real Prometheus scraping it every second, its files in `dir`.
 pub async fn with_prometheus(dir: &std::path::Path) -> (Arc<Cadvisor>, Prometheus) {
+    with_prometheus_every(dir, Duration::from_secs(1)).await
+}
+
+/// As [`with_prometheus`], scraped every `scrape`.
+pub async fn with_prometheus_every(dir: &std::path::Path, scrape: Duration) -> (Arc<Cadvisor>, Prometheus) {
     let cadvisor = Arc::new(Cadvisor::start());
+    let scrape = format!("{}ms", scrape.as_millis());
     let config = format!(
-        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n  - job_name: cadvisor\n    \
+        "global: {{scrape_interval: {scrape}, evaluation_interval: {scrape}}}\nscrape_configs:\n  - job_name: cadvisor\n    \
          static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
         cadvisor.port()
     );

@@ -232,6 +232,9 @@ pub struct WorkerPod<'a> {
     /// The master reports the throughput and progress of this modelled job
     /// ([`ModelledTraining`]), as `example-master --model-samples` does.
     pub model: Option<TrainingModel>,
+    /// `controller.capacity: usage`: the worker asks for `colocate.dev/batch-cpu` (as much as
+    /// `cpu`) and `colocate.dev/batch-memory` as limits and no `cpu` or `memory` (BestEffort).
+    pub best_effort: bool,
 }
 
 /// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each unless
@@ -263,6 +266,7 @@ impl<'a> WorkerPod<'a> {
             release_grace_s: None,
             release_in_place: false,
             model: None,
+            best_effort: false,
         }
     }
 }
@@ -316,6 +320,11 @@ impl ElasticJob {
         let workers = format!("{name}-workers");
         let mut manifest = deployment(ns, &workers, labels, replicas, worker.cpu, worker.priority_class);
         manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(worker.termination_grace_s);
+        if worker.best_effort {
+            let milli = colocate::core::resources::parse_cpu(worker.cpu).expect("a CPU quantity");
+            manifest["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({"limits": {
+                "colocate.dev/batch-cpu": milli.to_string(), "colocate.dev/batch-memory": "256Mi"}});
+        }
         bed.kubectl_apply(&manifest);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut inner = DeploymentBackend::new(client.clone(), ns, &workers);

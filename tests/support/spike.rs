@@ -143,6 +143,7 @@ pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario)
             release_grace_s: release_grace.map(|r| r.as_secs().max(1) as u32),
             release_in_place: spec.release_in_place,
             model: None,
+            best_effort: false,
         };
         let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
         let job = ElasticJob::start_with(
