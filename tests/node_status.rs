@@ -201,7 +201,7 @@ async fn a_replica_that_lost_its_lease_writes_no_node_status_until_it_leads_agai
     // The replica decides the new values (it would write them if it led)...
     let target = |node: &str| format!("colocate_node_batch_target{{node=\"{node}\",resource=\"cpu\",unit=\"core\"}}");
     eventually(Duration::from_secs(10), "the follower's decisions to want the new values", || {
-        let (c, after, target) = (&controller, after.clone(), target.clone());
+        let (c, after) = (&controller, after.clone());
         async move {
             let m = c.metrics().await;
             let got = ["node-a", "node-b"].map(|n| (cluster::metric_value(&m, &target(n)) * 1000.0).round() as i64);
