@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::{Config, Core, Job, Node, Pod};
+use crate::core::{CapacityMode, Config, Core, Job, Node, Pod};
 
 pub(super) const GI: i64 = 1 << 30;
 
@@ -53,6 +53,26 @@ pub(super) fn snapshot(node: &str) -> Snapshot {
             work: None,
         }],
     }
+}
+
+pub(super) fn usage_core() -> Core {
+    Core::new(Config { capacity: CapacityMode::Usage, grow_stabilization: Duration::ZERO, ..Config::default() })
+}
+
+/// `tests::snapshot` in usage mode: n1 carries 5 cores and 20 GiB of batch capacity; the
+/// daemon uses 200m of its 500m, nginx 800m of its 2 cores; the master and the workers (2 x
+/// 1 core and 1 GiB of batch resources) have no usage known.
+pub(super) fn usage_snapshot(node: &str) -> Snapshot {
+    let mut snap = snapshot(node);
+    snap.nodes[0].batch = Some(Resources::new(5000, 20 * GI, 0));
+    for p in &mut snap.pods {
+        p.usage = match p.name.as_str() {
+            "ds" => Some(Resources::new(200, GI / 2, 0)),
+            "nginx-0" => Some(Resources::new(800, GI / 2, 0)),
+            _ => None,
+        };
+    }
+    snap
 }
 
 fn eager() -> Core {
@@ -190,8 +210,8 @@ fn every_name_is_a_family_with_help_once_recorded() {
     let snap = snapshot("n1");
     m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
     // `capacity: usage` has series of its own.
-    let usage = super::tests_usage::usage_snapshot("n1");
-    m.observe_decision(&super::tests_usage::usage_core().decide(&usage), &usage, Duration::from_millis(1));
+    let usage = usage_snapshot("n1");
+    m.observe_decision(&usage_core().decide(&usage), &usage, Duration::from_millis(1));
     m.set_sample_age("nginx", "load", Duration::from_secs(2));
     m.record_stale_sample("nginx", "load");
     m.set_master_up("ml/a", false);

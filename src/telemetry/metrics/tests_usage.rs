@@ -1,26 +1,6 @@
-use super::tests::{assert_sample, snapshot, GI};
+use super::tests::{assert_sample, snapshot, usage_core, usage_snapshot, GI};
 use super::*;
-use crate::core::{CapacityMode, Config, Core};
-
-pub(super) fn usage_core() -> Core {
-    Core::new(Config { capacity: CapacityMode::Usage, grow_stabilization: Duration::ZERO, ..Config::default() })
-}
-
-/// `tests::snapshot` in usage mode: n1 carries 5 cores and 20 GiB of batch capacity; the
-/// daemon uses 200m of its 500m, nginx 800m of its 2 cores; the master and the workers (2 x
-/// 1 core and 1 GiB of batch resources) have no usage known.
-pub(super) fn usage_snapshot(node: &str) -> Snapshot {
-    let mut snap = snapshot(node);
-    snap.nodes[0].batch = Some(Resources::new(5000, 20 * GI, 0));
-    for p in &mut snap.pods {
-        p.usage = match p.name.as_str() {
-            "ds" => Some(Resources::new(200, GI / 2, 0)),
-            "nginx-0" => Some(Resources::new(800, GI / 2, 0)),
-            _ => None,
-        };
-    }
-    snap
-}
+use crate::core::{Config, Core};
 
 #[test]
 fn usage_mode_exports_utilization_beside_allocation_and_batch_carried_wanted_and_used() {
