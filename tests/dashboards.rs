@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chart_support::promql::{selectors, Selector};
 use chart_support::{documents, output, promtool, run};
-use colocate::core::{Config, Core, Job, Node, Pod, PodClass, Resources, Snapshot};
+use colocate::core::{CapacityMode, Config, Core, Job, Node, Pod, PodClass, Resources, Snapshot};
 use colocate::live::master_client::MasterError;
 use colocate::telemetry::metrics::{self, Metrics};
 use serde_json::Value;
@@ -122,6 +122,13 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let m = Metrics::new();
     let mut core = Core::new(Config { grow_stabilization: Duration::ZERO, ..Config::default() });
     m.observe_decision(&core.decide(&snap), &snap, Duration::from_micros(400));
+    // capacity: usage has series of its own: the same cluster, the node carrying batch capacity.
+    let mut usage = snap.clone();
+    usage.nodes[0].batch = Some(Resources::new(4000, 16 * gi, 0));
+    let mut usage_core = Core::new(Config { capacity: CapacityMode::Usage, ..Config::default() });
+    m.observe_decision(&usage_core.decide(&usage), &usage, Duration::from_micros(400));
+    m.set_usage_memory_margin(0.05);
+    m.record_node_status_write("written");
     m.set_target_utilization(0.9);
     m.set_sample_stale_after(Duration::from_secs(60));
     m.record_actuation(None);

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use colocate::core::{Config, Core, Job, Node, Pod, PodClass, Resources, Snapshot};
+use colocate::core::{CapacityMode, Config, Core, Job, Node, Pod, PodClass, Resources, Snapshot};
 use colocate::live::master_client::MasterError;
 use colocate::telemetry::metrics::{self, ALL};
 use colocate::telemetry::{serve, Health, Metrics, OPENMETRICS_CONTENT_TYPE};
@@ -149,6 +149,14 @@ async fn metrics_carry_every_named_metric_after_one_decision() {
     let decision = core.decide(&snap);
     assert!(!decision.intents.is_empty(), "the job should grow into the spare room");
     s.metrics.observe_decision(&decision, &snap, Duration::from_micros(400));
+    // capacity: usage has series of its own: the same cluster, the node carrying batch
+    // capacity. A first decision grows nothing (grow_stabilization), so the intents above stand.
+    let mut usage = snapshot();
+    usage.nodes[0].batch = Some(Resources::new(4000, 16 * GI, 0));
+    let usage_decision = Core::new(Config { capacity: CapacityMode::Usage, ..Config::default() }).decide(&usage);
+    assert!(usage_decision.intents.is_empty(), "{:?}", usage_decision.intents);
+    s.metrics.observe_decision(&usage_decision, &usage, Duration::from_micros(400));
+    s.metrics.record_node_status_write("written");
     s.metrics.set_target_utilization(core.config().target_utilization);
     s.metrics.set_sample_stale_after(Duration::from_secs(60));
     s.metrics.record_actuation(None);
@@ -200,7 +208,9 @@ async fn metrics_carry_every_named_metric_after_one_decision() {
     has(format!("{}{{outcome=\"error\",error=\"bad_response\"}} 1", metrics::ACTUATIONS_TOTAL));
     has(format!("{}{{job=\"a\"}} 2", metrics::JOB_WORKERS));
     has(format!("{}{{class=\"training\"}} 2.0", metrics::CPU_ALLOCATION_CORES));
-    has(format!("{}_count 1", metrics::DECISION_DURATION_SECONDS));
+    has(format!("{}_count 2", metrics::DECISION_DURATION_SECONDS));
+    has(format!("{}{{node=\"n1\",resource=\"cpu\",unit=\"core\"}} 4.0", metrics::NODE_BATCH_CAPACITY));
+    has(format!("{}{{outcome=\"written\"}} 1", metrics::NODE_STATUS_WRITES_TOTAL));
     has(format!("{}_total{{job=\"ml/a\"}} 2", metrics::FORCED_PREEMPTIONS_TOTAL.trim_end_matches("_total")));
     has(format!("{}{{service=\"web/nginx\"}} 0.25", metrics::SERVICE_SLO_P99_SECONDS));
     has(format!("{}{{service=\"web/nginx\"}} 120.5", metrics::SERVICE_LOAD));

@@ -147,7 +147,8 @@ mod tests {
     #[test]
     fn label_values_are_the_ones_the_metric_starts_at_zero() {
         use crate::telemetry::metrics::{WRITE_DROP_CAUSES, WRITE_KINDS};
-        let kinds = [Write::Scale, Write::Delete, Write::Event, Write::Annotation].map(Write::as_str);
+        let kinds =
+            [Write::Scale, Write::Delete, Write::Event, Write::Annotation, Write::NodeStatus].map(Write::as_str);
         assert_eq!(kinds, WRITE_KINDS);
         let causes = [Dropped::NotLeader, Dropped::OutlastedLease(Duration::ZERO)].map(Dropped::as_str);
         assert_eq!(causes, WRITE_DROP_CAUSES);

@@ -107,6 +107,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new());
     metrics.set_target_utilization(config.controller.target_utilization);
+    metrics.set_usage_memory_margin(config.controller.usage_memory_margin);
     let health = Health::new();
     let mut tasks = Supervisor::new(shutdown, health.clone());
     serve_metrics(&config, &metrics, &health, &mut tasks).await?;
@@ -192,7 +193,7 @@ pub async fn run(
     let core = Core::new(config.controller.clone());
     let (batches_tx, batches_rx) = watch::channel(node_status::NodeBatches::new());
     let names = config.run.batch_resources;
-    let writer = node_status::NodeStatusWriter::new(Api::all(client.clone()), node_gate, names);
+    let writer = node_status::NodeStatusWriter::new(Api::all(client.clone()), node_gate, names, metrics.clone());
     let stopped = tasks.stopped();
     tasks.spawn_infallible("node-status", Until::Stop, writer.run(batches_rx, stopped));
     let decider = Decider::new(core, sources, metrics.clone(), elector.subscribe(), config.run.dry_run, actuation_tx)

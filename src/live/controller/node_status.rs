@@ -4,6 +4,11 @@
 //! leader rewrites nothing that is already right; a write is not repeated while it may still be
 //! on its way to the watch. Writes run here, in their own task and a few at a time, never in
 //! the decision's way.
+//!
+//! A write that fails is not retried at every decision (about one a second): the node waits a
+//! backoff that doubles with each failure in a row, so a node the controller cannot write
+//! (RBAC, a webhook, a conflict that lasts) costs at most one write per backoff. A node the API
+//! server no longer has is left alone until the node watch drops it from the plan.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +22,7 @@ use tokio::sync::watch;
 use super::gate::{Write, WriteGate};
 use crate::core::Resources;
 use crate::live::batch::{status_patch, BatchNames};
+use crate::telemetry::Metrics;
 
 /// What one node should carry, beside what it carries now.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,35 +41,105 @@ pub type NodeBatches = Vec<NodeBatch>;
 const IN_FLIGHT: usize = 8;
 
 /// A write not yet seen by the node watch is sent again only after this long.
-const RESEND_AFTER: Duration = Duration::from_secs(10);
+pub const RESEND_AFTER: Duration = Duration::from_secs(10);
+
+/// Wait after a first failed write; it doubles with each failure in a row, up to
+/// [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(2);
+
+/// The longest wait between two writes to a node that keeps failing, and the wait after a
+/// write to a node the API server no longer has (the node watch drops it from the plan well
+/// before: a node of the same name created meanwhile is written after this at the latest).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How a write ended (the `outcome` label of `colocate_node_status_writes_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Written,
+    /// Refused or not answered (403, 409, 422, 5xx, a timeout, the lease margin passed).
+    Failed,
+    /// 404: the node is gone.
+    NotFound,
+    /// Not sent: this replica no longer leads (the write gate counts it too).
+    NotLeader,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [Outcome::Written, Outcome::Failed, Outcome::NotFound, Outcome::NotLeader];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Written => "written",
+            Outcome::Failed => "failed",
+            Outcome::NotFound => "not_found",
+            Outcome::NotLeader => "not_leader",
+        }
+    }
+}
+
+/// The last write to a node and when the next may go.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sent {
+    pub want: Option<Resources>,
+    pub at: Instant,
+    /// Failed writes in a row (0 after a success).
+    pub failures: u32,
+    /// After a failure, nothing is sent before this, whatever the value; after a success, the
+    /// same value is not sent again before it (another value is sent at once).
+    pub next: Instant,
+}
+
+/// Last writes by node.
+pub type SentLog = HashMap<String, Sent>;
 
 /// The writes a plan needs: nodes whose wanted batch capacity differs from what they carry,
-/// except those just written with the same value (the watch has not brought it back yet).
-pub fn writes_needed<'a>(
-    plan: &'a [NodeBatch],
-    sent: &HashMap<String, (Option<Resources>, Instant)>,
-    now: Instant,
-) -> Vec<&'a NodeBatch> {
+/// except those just written with the same value (the watch has not brought it back yet) and
+/// those waiting out a failure's backoff.
+pub fn writes_needed<'a>(plan: &'a [NodeBatch], sent: &SentLog, now: Instant) -> Vec<&'a NodeBatch> {
     plan.iter()
         .filter(|b| b.want != b.carried)
-        .filter(|b| sent.get(&b.node).is_none_or(|(v, at)| *v != b.want || now.duration_since(*at) >= RESEND_AFTER))
+        .filter(|b| match sent.get(&b.node) {
+            None => true,
+            Some(s) if s.failures > 0 => now >= s.next,
+            Some(s) => s.want != b.want || now >= s.next,
+        })
         .collect()
+}
+
+/// Records how the write of `b` sent at `now` ended.
+pub fn record(sent: &mut SentLog, b: &NodeBatch, outcome: Outcome, now: Instant) {
+    let failures = sent.get(&b.node).map_or(0, |s| s.failures);
+    let (failures, wait) = match outcome {
+        Outcome::Written => (0, RESEND_AFTER),
+        Outcome::Failed => (failures + 1, backoff(failures + 1)),
+        Outcome::NotFound => (failures + 1, MAX_BACKOFF),
+        // Nothing went out: a replica that leads again writes at once.
+        Outcome::NotLeader => return,
+    };
+    sent.insert(b.node.clone(), Sent { want: b.want, at: now, failures, next: now + wait });
+}
+
+/// The wait after `failures` failed writes in a row.
+pub fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    (FIRST_BACKOFF * 2u32.pow(doublings)).min(MAX_BACKOFF)
 }
 
 pub struct NodeStatusWriter {
     api: Api<KubeNode>,
     gate: Arc<WriteGate>,
     names: BatchNames,
+    metrics: Arc<Metrics>,
 }
 
 impl NodeStatusWriter {
-    pub fn new(api: Api<KubeNode>, gate: Arc<WriteGate>, names: BatchNames) -> NodeStatusWriter {
-        NodeStatusWriter { api, gate, names }
+    pub fn new(api: Api<KubeNode>, gate: Arc<WriteGate>, names: BatchNames, metrics: Arc<Metrics>) -> NodeStatusWriter {
+        NodeStatusWriter { api, gate, names, metrics }
     }
 
     pub async fn run(self, mut plans: watch::Receiver<NodeBatches>, stopped: impl std::future::Future<Output = ()>) {
         tokio::pin!(stopped);
-        let mut sent: HashMap<String, (Option<Resources>, Instant)> = HashMap::new();
+        let mut sent = SentLog::new();
         loop {
             tokio::select! {
                 _ = &mut stopped => break,
@@ -74,61 +150,41 @@ impl NodeStatusWriter {
             let writes: Vec<NodeBatch> = writes_needed(&plan, &sent, now).into_iter().cloned().collect();
             for chunk in writes.chunks(IN_FLIGHT) {
                 let done = futures::future::join_all(chunk.iter().map(|b| self.write(b))).await;
-                for (b, ok) in chunk.iter().zip(done) {
-                    if ok {
-                        sent.insert(b.node.clone(), (b.want, now));
-                    }
+                for (b, outcome) in chunk.iter().zip(done) {
+                    self.metrics.record_node_status_write(outcome.as_str());
+                    record(&mut sent, b, outcome, now);
                 }
             }
+            // A node the plan no longer lists (deleted, or given nothing) is forgotten.
             sent.retain(|node, _| plan.iter().any(|b| &b.node == node));
         }
     }
 
-    /// One node's write; whether it went out and succeeded.
-    async fn write(&self, b: &NodeBatch) -> bool {
+    /// One node's write, and how it ended.
+    async fn write(&self, b: &NodeBatch) -> Outcome {
         let patch = Patch::Merge(status_patch(b.want, self.names));
         let params = PatchParams::default();
         let sent = self.gate.write(Write::NodeStatus, &b.node, self.api.patch_status(&b.node, &params, &patch));
         match sent.await {
             Ok(Ok(_)) => {
                 tracing::debug!(node = %b.node, want = ?b.want, carried = ?b.carried, "node batch capacity written");
-                true
+                Outcome::Written
             }
-            Ok(Err(kube::Error::Api(e))) if e.code == 404 => false,
+            Ok(Err(kube::Error::Api(e))) if e.code == 404 => {
+                tracing::debug!(node = %b.node, "node gone before its batch capacity was written");
+                Outcome::NotFound
+            }
             Ok(Err(e)) => {
-                tracing::warn!(node = %b.node, error = %e, "cannot write the node's batch capacity (nodes/status patch)");
-                false
+                tracing::warn!(node = %b.node, error = %e,
+                    "cannot write the node's batch capacity (nodes/status patch); retried after a backoff");
+                Outcome::Failed
             }
-            Err(_) => false,
+            Err(super::gate::Dropped::NotLeader) => Outcome::NotLeader,
+            Err(super::gate::Dropped::OutlastedLease(_)) => Outcome::Failed,
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn batch(node: &str, want: Option<i64>, carried: Option<i64>) -> NodeBatch {
-        let r = |cpu: i64| Resources::new(cpu, 1 << 30, 0);
-        NodeBatch { node: node.into(), want: want.map(r), carried: carried.map(r) }
-    }
-
-    #[test]
-    fn only_nodes_that_carry_something_else_are_written_and_a_fresh_write_is_not_repeated() {
-        let plan = vec![
-            batch("same", Some(4000), Some(4000)),
-            batch("fell", Some(2000), Some(4000)),
-            batch("gone", None, Some(1000)),
-        ];
-        let now = Instant::now();
-        let names = |w: Vec<&NodeBatch>| w.iter().map(|b| b.node.clone()).collect::<Vec<_>>();
-        assert_eq!(names(writes_needed(&plan, &HashMap::new(), now)), ["fell", "gone"]);
-        let mut sent = HashMap::new();
-        sent.insert("fell".to_string(), (Some(Resources::new(2000, 1 << 30, 0)), now));
-        assert_eq!(names(writes_needed(&plan, &sent, now + Duration::from_secs(1))), ["gone"]);
-        // Not seen back by the watch after a while: written again; another value at once.
-        assert_eq!(names(writes_needed(&plan, &sent, now + RESEND_AFTER)), ["fell", "gone"]);
-        sent.insert("fell".to_string(), (Some(Resources::new(3000, 1 << 30, 0)), now));
-        assert_eq!(names(writes_needed(&plan, &sent, now)), ["fell", "gone"]);
-    }
-}
+#[path = "node_status_tests.rs"]
+mod tests;

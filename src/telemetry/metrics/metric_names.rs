@@ -40,12 +40,12 @@ pub const JOB_MASTER_UP: &str = "colocate_job_master_up";
 /// Worker pods the controller deleted itself because a master missed a shrink deadline,
 /// label `job`.
 pub const FORCED_PREEMPTIONS_TOTAL: &str = "colocate_forced_preemptions_total";
-/// Writes the lease gate dropped, labels `write` (scale|delete|event|annotation) and `cause`
+/// Writes the lease gate dropped, labels `write` (scale|delete|event|annotation|node_status) and `cause`
 /// (not_leader: this replica did not lead when the write was due; lease_margin: abandoned as it
 /// would have outlasted the margin in which no other replica can lead).
 pub const WRITES_DROPPED_TOTAL: &str = "colocate_writes_dropped_total";
 /// Values of [`WRITES_DROPPED_TOTAL`]'s `write` and `cause` labels; every pair starts at 0.
-pub const WRITE_KINDS: [&str; 4] = ["scale", "delete", "event", "annotation"];
+pub const WRITE_KINDS: [&str; 5] = ["scale", "delete", "event", "annotation", "node_status"];
 
 /// Label `kind` of the watch metrics: the resources the controller watches, in the order
 /// `live::watch` counts their restarts.
@@ -82,8 +82,33 @@ pub const ONLINE_PODS_WAITING: &str = "colocate_online_pods_waiting";
 /// decision adds the pods waiting at the previous one times the time between them.
 pub const ONLINE_WAITING_POD_SECONDS_TOTAL: &str = "colocate_online_waiting_pod_seconds_total";
 
+/// `capacity: usage`: writes of a node's batch capacity to its status, label `outcome`
+/// ([`NODE_STATUS_WRITE_OUTCOMES`]).
+pub const NODE_STATUS_WRITES_TOTAL: &str = "colocate_node_status_writes_total";
+/// Values of [`NODE_STATUS_WRITES_TOTAL`]'s `outcome` label; each starts at 0.
+pub const NODE_STATUS_WRITE_OUTCOMES: [&str; 4] = ["written", "failed", "not_found", "not_leader"];
+/// `capacity: usage`: CPU used by pods bound to nodes by class (system|online|training|idle), in
+/// cores; a pod whose usage is not known counts at its request.
+pub const CPU_USAGE_CORES: &str = "colocate_cpu_usage_cores";
+/// The same as a fraction of the cluster's allocatable CPU: utilization, beside
+/// [`CPU_ALLOCATION_RATIO`].
+pub const CPU_USAGE_RATIO: &str = "colocate_cpu_usage_ratio";
+/// `capacity: usage`: CPU used by a node's pods, in cores, label `node`.
+pub const NODE_CPU_USAGE_CORES: &str = "colocate_node_cpu_usage_cores";
+/// `capacity: usage`: CPU requested by a node's pods, in cores, label `node`.
+pub const NODE_CPU_ALLOCATION_CORES: &str = "colocate_node_cpu_allocation_cores";
+/// `capacity: usage`: batch capacity a node carries, labels `node`, `resource` (cpu|memory) and
+/// `unit` (core|byte).
+pub const NODE_BATCH_CAPACITY: &str = "colocate_node_batch_capacity";
+/// `capacity: usage`: batch capacity the last decision wants a node to carry, same labels.
+pub const NODE_BATCH_TARGET: &str = "colocate_node_batch_target";
+/// `capacity: usage`: batch resources requested by a node's workers, same labels.
+pub const NODE_BATCH_USED: &str = "colocate_node_batch_used";
+/// `capacity: usage`: memory kept out of a node's batch capacity, label `node`.
+pub const NODE_BATCH_MEMORY_MARGIN_BYTES: &str = "colocate_node_batch_memory_margin_bytes";
+
 /// Every metric name, in the order of `/metrics`.
-pub const ALL: [&str; 28] = [
+pub const ALL: [&str; 37] = [
     NODE_RESIDUAL_CAPACITY,
     CLUSTER_RESIDUAL_CAPACITY,
     CPU_ALLOCATION_CORES,
@@ -112,6 +137,15 @@ pub const ALL: [&str; 28] = [
     SAMPLE_STALE_AFTER_SECONDS,
     ONLINE_PODS_WAITING,
     ONLINE_WAITING_POD_SECONDS_TOTAL,
+    NODE_STATUS_WRITES_TOTAL,
+    CPU_USAGE_CORES,
+    CPU_USAGE_RATIO,
+    NODE_CPU_USAGE_CORES,
+    NODE_CPU_ALLOCATION_CORES,
+    NODE_BATCH_CAPACITY,
+    NODE_BATCH_TARGET,
+    NODE_BATCH_USED,
+    NODE_BATCH_MEMORY_MARGIN_BYTES,
 ];
 
 /// Values of the `error` label of [`ACTUATIONS_TOTAL`]: `none` for ok, else

@@ -9,6 +9,9 @@
 mod metric_names;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_usage;
+mod usage;
 
 pub use metric_names::*;
 
@@ -62,6 +65,7 @@ pub struct Metrics {
     online_waiting: Family<Labels<1>, Gauge>,
     online_waiting_seconds: Family<Labels<1>, Counter<f64, AtomicU64>>,
     writes_dropped: Family<Labels<2>, Counter>,
+    usage: usage::UsageMetrics,
     /// Label values set by the last decision, so series of nodes and jobs that are gone are
     /// removed rather than frozen at their last value.
     seen: Mutex<Seen>,
@@ -76,6 +80,8 @@ type SyncFn = Box<dyn Fn(&Metrics) + Send + Sync>;
 #[derive(Default)]
 struct Seen {
     nodes: BTreeSet<String>,
+    /// Nodes with `capacity: usage` series.
+    usage_nodes: BTreeSet<String>,
     jobs: BTreeSet<String>,
     services: BTreeSet<String>,
     /// Target and reason of each job's intent in the last decision: an intent is repeated
@@ -148,6 +154,7 @@ impl Metrics {
             sample_stale_after: FloatGauge::default(),
             online_waiting: Family::default(),
             online_waiting_seconds: Family::default(),
+            usage: usage::UsageMetrics::new(),
             seen: Mutex::new(Seen::default()),
             before_encode: Mutex::default(),
         };
@@ -354,10 +361,11 @@ impl Metrics {
             r,
             WRITES_DROPPED_TOTAL,
             "Writes not made because this replica did not lead when they were due, or abandoned past the lease \
-             margin, by write (scale|delete|event|annotation) and cause (not_leader|lease_margin)",
+             margin, by write (scale|delete|event|annotation|node_status) and cause (not_leader|lease_margin)",
             None,
             self.writes_dropped.clone(),
         );
+        self.usage.register(r);
         self
     }
 
@@ -440,6 +448,7 @@ impl Metrics {
         seen.services = services;
 
         self.observe_waiting(&mut seen, snap);
+        self.usage.observe(decision, snap, &mut seen.usage_nodes);
 
         let jobs: BTreeSet<String> = snap.jobs.iter().map(|j| j.name.clone()).collect();
         for gone in seen.jobs.difference(&jobs) {
@@ -518,6 +527,17 @@ impl Metrics {
 
     pub fn set_target_utilization(&self, fraction: f64) {
         self.target_utilization.set(fraction);
+    }
+
+    /// `controller.usage_memory_margin`, from which each node's memory margin is exported.
+    pub fn set_usage_memory_margin(&self, fraction: f64) {
+        self.usage.set_memory_margin(fraction);
+    }
+
+    /// Counts one write of a node's batch capacity by its outcome (one of
+    /// [`NODE_STATUS_WRITE_OUTCOMES`]).
+    pub fn record_node_status_write(&self, outcome: &str) {
+        self.usage.record_write(outcome);
     }
 
     /// Age of the newest `source` sample (`load`, `latency`, ...) of `service` when last read.

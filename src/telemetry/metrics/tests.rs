@@ -1,9 +1,9 @@
 use super::*;
-use crate::core::{Config, Core, Job, Node, Pod};
+use crate::core::{CapacityMode, Config, Core, Job, Node, Pod};
 
-const GI: i64 = 1 << 30;
+pub(super) const GI: i64 = 1 << 30;
 
-fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
+pub(super) fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
     Pod {
         name: name.into(),
         class,
@@ -19,7 +19,7 @@ fn pod(name: &str, class: PodClass, node: Option<&str>, cpu: i64) -> Pod {
 
 /// n1 (8 cores, 32 GiB): a 500m daemon, one 2-core nginx replica, job `a` with 2 workers of
 /// 1 core bound and a master of 250m; job `a` may grow to 6.
-fn snapshot(node: &str) -> Snapshot {
+pub(super) fn snapshot(node: &str) -> Snapshot {
     let worker = |i: u32| pod(&format!("a-{i}"), PodClass::Worker { job: "a".into() }, Some(node), 1000);
     Snapshot {
         now: Duration::from_secs(100),
@@ -55,12 +55,32 @@ fn snapshot(node: &str) -> Snapshot {
     }
 }
 
+pub(super) fn usage_core() -> Core {
+    Core::new(Config { capacity: CapacityMode::Usage, grow_stabilization: Duration::ZERO, ..Config::default() })
+}
+
+/// `tests::snapshot` in usage mode: n1 carries 5 cores and 20 GiB of batch capacity; the
+/// daemon uses 200m of its 500m, nginx 800m of its 2 cores; the master and the workers (2 x
+/// 1 core and 1 GiB of batch resources) have no usage known.
+pub(super) fn usage_snapshot(node: &str) -> Snapshot {
+    let mut snap = snapshot(node);
+    snap.nodes[0].batch = Some(Resources::new(5000, 20 * GI, 0));
+    for p in &mut snap.pods {
+        p.usage = match p.name.as_str() {
+            "ds" => Some(Resources::new(200, GI / 2, 0)),
+            "nginx-0" => Some(Resources::new(800, GI / 2, 0)),
+            _ => None,
+        };
+    }
+    snap
+}
+
 fn eager() -> Core {
     Core::new(Config { grow_stabilization: Duration::ZERO, safety_margin: 0.0, ..Config::default() })
 }
 
 #[track_caller]
-fn assert_sample(text: &str, sample: &str) {
+pub(super) fn assert_sample(text: &str, sample: &str) {
     assert!(text.lines().any(|l| l == sample), "no line `{sample}` in:\n{text}");
 }
 
@@ -117,7 +137,7 @@ fn decision_sets_capacity_allocation_jobs_and_intents() {
     assert!(text.ends_with("# EOF\n"));
 }
 
-fn fmt(v: f64) -> String {
+pub(super) fn fmt(v: f64) -> String {
     let mut s = format!("{v}");
     if !s.contains(['.', 'e']) {
         s.push_str(".0");
@@ -189,6 +209,9 @@ fn every_name_is_a_family_with_help_once_recorded() {
     let m = Metrics::new();
     let snap = snapshot("n1");
     m.observe_decision(&eager().decide(&snap), &snap, Duration::from_millis(1));
+    // `capacity: usage` has series of its own.
+    let usage = usage_snapshot("n1");
+    m.observe_decision(&usage_core().decide(&usage), &usage, Duration::from_millis(1));
     m.set_sample_age("nginx", "load", Duration::from_secs(2));
     m.record_stale_sample("nginx", "load");
     m.set_master_up("ml/a", false);
