@@ -129,7 +129,9 @@ async fn run(layout: Layout, soak: Duration, report_name: &str, mode: Mode) {
         }
         jobs
     };
-    let running = population::wait_all_running(&client, Duration::from_secs(1200)).await;
+    // In usage mode workers wait for the batch capacity the controller will publish.
+    let skip = (mode == Mode::Usage).then_some(JOBS_NAMESPACE);
+    let running = population::wait_all_running(&client, Duration::from_secs(1200), skip).await;
     let populated = t0.elapsed();
     eprintln!("scale: cluster populated in {:.0} s", populated.as_secs_f64());
 

@@ -242,19 +242,25 @@ where
     unreachable!("the last attempt returns")
 }
 
-/// Pods in the cluster that kwok has not marked Running yet (read from the watch cache).
-pub async fn pods_not_running(client: &Client) -> Result<usize, kube::Error> {
+/// Pods in the cluster that kwok has not marked Running yet (read from the watch cache), but
+/// those in `skip` (BestEffort workers wait for the batch capacity the controller publishes).
+pub async fn pods_not_running(client: &Client, skip: Option<&str>) -> Result<usize, kube::Error> {
     let api: Api<Pod> = Api::all(client.clone());
-    let lp = ListParams::default().fields("status.phase!=Running").match_any();
+    let fields = match skip {
+        Some(ns) => format!("status.phase!=Running,metadata.namespace!={ns}"),
+        None => "status.phase!=Running".to_string(),
+    };
+    let lp = ListParams::default().fields(&fields).match_any();
     Ok(api.list_metadata(&lp).await?.items.len())
 }
 
-/// Waits until kwok has marked every pod Running; returns how long that took.
-pub async fn wait_all_running(client: &Client, timeout: Duration) -> Duration {
+/// Waits until kwok has marked every pod Running (but those in `skip`); returns how long that
+/// took.
+pub async fn wait_all_running(client: &Client, timeout: Duration, skip: Option<&str>) -> Duration {
     let t0 = Instant::now();
     let mut last_report = Instant::now();
     loop {
-        let left = match pods_not_running(client).await {
+        let left = match pods_not_running(client, skip).await {
             Ok(0) => return t0.elapsed(),
             Ok(n) => n.to_string(),
             Err(e) => format!("an unknown number of (listing failed: {e})"),
