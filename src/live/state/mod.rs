@@ -77,6 +77,9 @@ struct PodFacts {
     labels: BTreeMap<String, String>,
     uid: Option<String>,
     grace: Duration,
+    /// Asks for batch resources without being a training job's worker: another system's
+    /// BestEffort pod, which holds nothing the batch capacity is computed from.
+    foreign_batch: bool,
 }
 
 /// A worker pod as forced deletion sees it.
@@ -245,8 +248,14 @@ impl ClusterState {
     /// know has none (the core counts it at its requests). A resource a query did not answer
     /// for the pod counts at the pod's request for CPU, and as no more than its request for
     /// memory (the core holds a pod's memory request whatever it uses).
+    /// Another system's BestEffort batch pods get none: what they use the kernel takes back
+    /// from them first.
     pub fn set_usage(&mut self, usage: &PodUsages) {
-        for pod in &mut self.snapshot.pods {
+        for (pod, facts) in self.snapshot.pods.iter_mut().zip(&self.facts) {
+            if facts.foreign_batch {
+                pod.usage = None;
+                continue;
+            }
             pod.usage = usage.get(&pod.name).map(|u| {
                 Resources::new(
                     u.cpu_millicores.unwrap_or(pod.requests.cpu_milli),
@@ -289,15 +298,22 @@ impl ClusterState {
         if translate::pod_is_finished(p) {
             return (key, Translated::Finished, None);
         }
-        // A worker in usage mode holds its batch request; no other pod asks for any.
-        let requests = translate::pod_requests(p)
-            .map_err(|e| e.to_string())
-            .and_then(|r| Ok(r + batch::requested(p, self.batch_names).map_err(|e| e.to_string())?));
+        // A worker in usage mode holds its batch request. Any other pod asking for batch
+        // resources is another system's BestEffort pod: it holds none of the room the batch
+        // capacity is computed from (its usage, like a worker's, is what the kernel takes back
+        // first), so it counts with its `cpu` and `memory` requests only.
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        let is_worker = translate::worker_of(&labels).is_some();
+        let requests = translate::pod_requests(p).map_err(|e| e.to_string()).and_then(|r| {
+            let batch = batch::requested(p, self.batch_names).map_err(|e| e.to_string())?;
+            Ok((r, batch))
+        });
         let translated = match requests {
             Err(e) => Translated::Unusable(e),
-            Ok(requests) => {
+            Ok((requests, batch)) => {
+                let foreign_batch = !is_worker && batch != Resources::ZERO;
+                let requests = if is_worker { requests + batch } else { requests };
                 let namespace = p.metadata.namespace.clone().unwrap_or_default();
-                let labels = p.metadata.labels.clone().unwrap_or_default();
                 let seconds = p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds);
                 let grace = seconds.map_or(DEFAULT_GRACE, |s| Duration::from_secs(s.max(0).unsigned_abs()));
                 let pod = Pod {
@@ -311,7 +327,8 @@ impl ClusterState {
                     started: p.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| translate::unix_time(&t.0)),
                     usage: None,
                 };
-                Translated::Counted(pod, PodFacts { namespace, labels, uid: p.metadata.uid.clone(), grace })
+                let facts = PodFacts { namespace, labels, uid: p.metadata.uid.clone(), grace, foreign_batch };
+                Translated::Counted(pod, facts)
             }
         };
         (key, translated, master)

@@ -186,3 +186,24 @@ fn measured_usage_lands_on_its_pods_and_a_resource_left_unanswered_counts_as_req
     s.set_usage(&Default::default());
     assert_eq!(usage_of(&s, "web/a"), None, "usage gone stale is forgotten");
 }
+
+#[test]
+fn a_worker_holds_its_batch_request_and_another_systems_batch_pod_holds_none() {
+    use crate::live::sampler::usage::PodUsage;
+    let batch = |p: &mut KubePod| {
+        let c = &mut p.spec.as_mut().unwrap().containers[0];
+        let limits = json!({"limits": {"colocate.dev/batch-cpu": "4000", "colocate.dev/batch-memory": "1Gi"}});
+        c.resources = Some(serde_json::from_value(limits).unwrap());
+    };
+    let mut w = worker("w-0", Some("n1"));
+    batch(&mut w);
+    let mut foreign = pod("other", "be-0", json!({"app": "koord-batch"}), Some("n1"), "1");
+    batch(&mut foreign);
+    let mut s = ClusterState::from_objects(&[node("n1", "8")], &[w, foreign]);
+    let requests = |s: &ClusterState, name: &str| s.snapshot.pods.iter().find(|p| p.name == name).unwrap().requests;
+    assert_eq!(requests(&s, "ml/w-0").cpu_milli, 4000, "a worker holds its batch CPU");
+    assert_eq!(requests(&s, "other/be-0"), Resources::ZERO, "a foreign batch pod holds nothing");
+    let usage = [("other/be-0".to_string(), PodUsage { cpu_millicores: Some(3500), memory_bytes: Some(1 << 30) })];
+    s.set_usage(&usage.into_iter().collect());
+    assert_eq!(s.snapshot.pods.iter().find(|p| p.name == "other/be-0").unwrap().usage, None, "its use is not counted");
+}
