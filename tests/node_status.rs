@@ -87,16 +87,10 @@ fn worker(name: &str, cpu: i64) -> Pod {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_carry_their_batch_capacity_and_the_scheduler_places_best_effort_workers_against_it() {
     let bed = cluster::bed_playing_the_hpa().await;
-    let client = cluster::two_nodes_with_nginx(&bed).await;
-    eventually(Duration::from_secs(30), "NGINX bound", || {
-        let client = client.clone();
-        async move { (cluster::pod_counts(&client, "web", "app=nginx").await.0 == 2).then_some(()) }
-    })
-    .await;
+    let client = cluster::two_nodes_with_nginx_bound(&bed).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let (cadvisor, prometheus) = cadvisor::with_prometheus(dir.path()).await;
-    let _following = cadvisor.keep_following(client.clone(), "web", "app=nginx", || (1.0, 256.0 * (1 << 20) as f64));
+    let (prometheus, _following) = cadvisor::nginx_at(dir.path(), &client, 1.0, 256.0 * (1 << 20) as f64).await;
     let config = config(&prometheus.url());
 
     // A dry run decides but writes nothing.
@@ -172,15 +166,9 @@ async fn lease_holder(client: &Client, holder: Option<&str>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_lost_its_lease_writes_no_node_status_until_it_leads_again() {
     let bed = cluster::bed_playing_the_hpa().await;
-    let client = cluster::two_nodes_with_nginx(&bed).await;
-    eventually(Duration::from_secs(30), "NGINX bound", || {
-        let client = client.clone();
-        async move { (cluster::pod_counts(&client, "web", "app=nginx").await.0 == 2).then_some(()) }
-    })
-    .await;
+    let client = cluster::two_nodes_with_nginx_bound(&bed).await;
     let dir = tempfile::tempdir().unwrap();
-    let (cadvisor, prometheus) = cadvisor::with_prometheus(dir.path()).await;
-    let _following = cadvisor.keep_following(client.clone(), "web", "app=nginx", || (1.0, 256.0 * (1 << 20) as f64));
+    let (prometheus, _following) = cadvisor::nginx_at(dir.path(), &client, 1.0, 256.0 * (1 << 20) as f64).await;
     let controller = Controller::start(&bed, &config(&prometheus.url()), cluster::QUICK_FLAGS).await;
     let want = expected(&client).await;
     eventually(Duration::from_secs(20), "both nodes carrying their batch capacity", || {

@@ -48,12 +48,7 @@ async fn nginx_on(client: &Client, node: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_carry_what_their_pods_leave_unused_and_follow_usage_within_two_seconds() {
     let bed = cluster::bed_playing_the_hpa().await;
-    let client = cluster::two_nodes_with_nginx(&bed).await;
-    eventually(Duration::from_secs(30), "NGINX bound", || {
-        let client = client.clone();
-        async move { (cluster::pod_counts(&client, "web", "app=nginx").await.0 == 2).then_some(()) }
-    })
-    .await;
+    let client = cluster::two_nodes_with_nginx_bound(&bed).await;
     let pod = nginx_on(&client, "node-a").await;
 
     // Each NGINX pod uses 0.3 of its 1 CPU; the exporter follows the Deployment's pods.

@@ -217,3 +217,16 @@ pub async fn with_prometheus_every(dir: &std::path::Path, scrape: Duration) -> (
     let prometheus = Prometheus::start(dir, free_port(), &config).await;
     (cadvisor, prometheus)
 }
+
+/// [`with_prometheus`], serving every NGINX pod of the test bed's `web` namespace at `cores` and
+/// `memory_bytes`, until the returned guard is dropped.
+pub async fn nginx_at(
+    dir: &std::path::Path,
+    client: &Client,
+    cores: f64,
+    memory_bytes: f64,
+) -> (Prometheus, Following) {
+    let (cadvisor, prometheus) = with_prometheus(dir).await;
+    let following = cadvisor.keep_following(client.clone(), "web", "app=nginx", move || (cores, memory_bytes));
+    (prometheus, following)
+}

@@ -120,6 +120,17 @@ pub async fn two_nodes_with_nginx(bed: &Testbed) -> Client {
     client
 }
 
+/// [`two_nodes_with_nginx`], returning once both NGINX pods are bound.
+pub async fn two_nodes_with_nginx_bound(bed: &Testbed) -> Client {
+    let client = two_nodes_with_nginx(bed).await;
+    eventually(Duration::from_secs(30), "NGINX bound", || {
+        let client = client.clone();
+        async move { (pod_counts(&client, "web", "app=nginx").await.0 == 2).then_some(()) }
+    })
+    .await;
+    client
+}
+
 /// The online service: Deployment `web/nginx` (1 CPU per replica) and its HPA (2..10 on CPU).
 pub fn nginx(bed: &Testbed, replicas: u32, priority_class: Option<&str>) {
     namespace(bed, "web");
