@@ -2,11 +2,16 @@
 //! per node (1 system, 9 online, 20 training workers) and 20 jobs, while 10 services' HPAs want
 //! 10% more replicas (so reservations, shrinks and per-node packing all run).
 //!
+//! The same in `capacity: usage`: online and system pods measured at 60% of their CPU request
+//! and 80% of their memory, workers BestEffort (their requests are batch resources the
+//! scheduler does not count as CPU), nodes carrying a batch capacity.
+//!
 //! `cargo bench --bench decide`
 
 use std::hint::black_box;
 use std::time::Duration;
 
+use colocate::core::config::CapacityMode;
 use colocate::core::{
     Config, Core, Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Resources, Service, SharedName, Snapshot,
 };
@@ -109,6 +114,20 @@ fn synthetic(nodes: usize) -> Snapshot {
     Snapshot { now: Duration::from_secs(1_000), nodes: node_list, pods, services, jobs }
 }
 
+/// `synthetic` as usage mode sees it.
+fn measured(mut snap: Snapshot) -> Snapshot {
+    for p in &mut snap.pods {
+        if !matches!(p.class, PodClass::Worker { .. }) {
+            let r = p.requests;
+            p.usage = Some(Resources::new(r.cpu_milli * 6 / 10, r.memory_bytes * 8 / 10, 0));
+        }
+    }
+    for n in &mut snap.nodes {
+        n.batch = Some(Resources::new(n.allocatable.cpu_milli / 2, n.allocatable.memory_bytes / 2, 0));
+    }
+    snap
+}
+
 fn decide(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     group.sample_size(10);
@@ -117,6 +136,17 @@ fn decide(c: &mut Criterion) {
         group.bench_function(format!("{nodes}_nodes_30_pods_per_node_20_jobs"), |b| {
             b.iter_batched(
                 || Core::new(Config::default()),
+                |mut core| black_box(core.decide(black_box(&snap))),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    let usage = Config { capacity: CapacityMode::Usage, ..Config::default() };
+    for nodes in [100, 1_000] {
+        let snap = measured(synthetic(nodes));
+        group.bench_function(format!("usage_mode_{nodes}_nodes_30_pods_per_node_20_jobs"), |b| {
+            b.iter_batched(
+                || Core::new(usage.clone()),
                 |mut core| black_box(core.decide(black_box(&snap))),
                 BatchSize::SmallInput,
             )
