@@ -28,7 +28,7 @@ pub type ReadingsFn = Box<dyn Fn(Duration) -> BTreeMap<String, ServiceReading> +
 
 /// Where pods' usage comes from (`capacity: usage`; nothing otherwise, and pods count at their
 /// requests).
-pub type UsageFn = Box<dyn Fn(Duration) -> PodUsages + Send + Sync>;
+pub type UsageFn = Box<dyn Fn(Duration) -> Arc<PodUsages> + Send + Sync>;
 
 /// Where a decision reads the cluster from, besides the core's own memory.
 pub struct Sources {

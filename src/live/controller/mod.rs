@@ -187,7 +187,10 @@ pub async fn run(
         },
         usage: match usage {
             Some(u) => Box::new(move |now| u.usage(now)),
-            None => Box::new(|_| PodUsages::new()),
+            None => {
+                let none = Arc::new(PodUsages::default());
+                Box::new(move |_| none.clone())
+            }
         },
     };
     let core = Core::new(config.controller.clone());

@@ -17,7 +17,6 @@
 //! - [`UsageSampler::usage`]: per pod what is known now. A stale or failing query yields nothing
 //!   for its resource, and a pod with no usage counts at its requests in the core.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use tracing::{info, warn};
 
 use super::error::SampleError;
 use super::promql::{self, LabelledSample};
+use crate::core::name_map::NameMap;
 use crate::live::clock;
 use crate::telemetry::metrics::Metrics;
 
@@ -55,8 +55,9 @@ pub struct PodUsage {
     pub memory_bytes: Option<i64>,
 }
 
-/// Usage per pod key (`namespace/name`).
-pub type PodUsages = HashMap<String, PodUsage>;
+/// Usage per pod key (`namespace/name`). Hashed with the core's name hasher: a decision looks
+/// up every pod in it, 30,000 at 1,000 nodes.
+pub type PodUsages = NameMap<String, PodUsage>;
 
 /// A usage query that cannot be used; names the configuration key and the query.
 #[derive(Debug, Error, PartialEq)]
@@ -107,7 +108,7 @@ impl Resource {
 #[derive(Debug, Default)]
 struct Answer {
     at: Duration,
-    pods: HashMap<String, i64>,
+    pods: NameMap<String, i64>,
 }
 
 #[derive(Debug)]
@@ -120,6 +121,8 @@ struct Query {
 #[derive(Debug, Default)]
 struct QueryState {
     answer: Option<Answer>,
+    /// Counts answers, so that a joined copy knows whether it is still the latest.
+    generation: u64,
     /// Kind of the current failure and how many attempts in a row failed.
     failing: Option<(&'static str, u64)>,
     sampling_since: Option<Duration>,
@@ -137,6 +140,16 @@ pub struct UsageSampler {
     /// Told after every round, so that a node's batch capacity follows a usage change at once
     /// rather than at the next tick.
     wake: Option<Arc<tokio::sync::Notify>>,
+    /// Both answers joined per pod, built once per new answer rather than at every decision.
+    merged: Mutex<Merged>,
+}
+
+/// The joined answers and what they were joined from.
+#[derive(Default)]
+struct Merged {
+    usages: Arc<PodUsages>,
+    /// Per query: the answer's generation and evaluation time, if it was fresh and joined.
+    from: [Option<(u64, Duration)>; 2],
 }
 
 impl UsageSampler {
@@ -164,6 +177,7 @@ impl UsageSampler {
             timeout: super::DEFAULT_TIMEOUT,
             metrics,
             wake: None,
+            merged: Mutex::default(),
         }
     }
 
@@ -183,7 +197,9 @@ impl UsageSampler {
                 let error = match self.fetch(query).await {
                     Ok(answer) => {
                         info!(query = query.resource.key(), pods = answer.pods.len(), "usage query answers");
-                        query.lock().answer = Some(answer);
+                        let mut state = query.lock();
+                        state.answer = Some(answer);
+                        state.generation += 1;
                         break;
                     }
                     Err(SampleError::NoSeries) => {
@@ -228,14 +244,32 @@ impl UsageSampler {
     }
 
     /// Per pod what is known at `now` (controller clock): each resource from its query's last
-    /// answer if that is fresh.
-    pub fn usage(&self, now: Duration) -> PodUsages {
-        let mut pods = PodUsages::new();
+    /// answer if that is fresh. Joined again only when an answer is new or has gone stale.
+    pub fn usage(&self, now: Duration) -> Arc<PodUsages> {
+        let fresh = |at: Duration| now.saturating_sub(at) <= self.stale_after;
+        let wanted: Vec<Option<(u64, Duration)>> = self
+            .queries
+            .iter()
+            .map(|q| {
+                let state = q.lock();
+                state.answer.as_ref().map(|a| (state.generation, a.at)).filter(|(_, at)| fresh(*at))
+            })
+            .collect();
+        let mut merged = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
+        if merged.from[..] != wanted[..] {
+            *merged = Merged { usages: Arc::new(self.join(now)), from: [wanted[0], wanted[1]] };
+        }
+        merged.usages.clone()
+    }
+
+    fn join(&self, now: Duration) -> PodUsages {
+        let mut pods = PodUsages::default();
         for query in &self.queries {
             let state = query.lock();
             let Some(answer) = state.answer.as_ref().filter(|a| now.saturating_sub(a.at) <= self.stale_after) else {
                 continue;
             };
+            pods.reserve(answer.pods.len());
             for (pod, &amount) in &answer.pods {
                 let usage = pods.entry(pod.clone()).or_default();
                 match query.resource {
@@ -266,6 +300,7 @@ impl UsageSampler {
                     info!(query = query.resource.key(), after = attempts, failure = kind, "usage sampling works again");
                 }
                 state.answer = Some(answer);
+                state.generation += 1;
             }
             Err(error) => {
                 self.metrics.record_sample_error(METRICS_SERVICE, label);
@@ -300,7 +335,9 @@ impl Query {
 /// them away); one with a value that is not a finite non-negative number is left out (that
 /// pod counts at its requests).
 fn per_pod(series: &[LabelledSample], resource: Resource) -> Result<Answer, SampleError> {
-    let mut answer = Answer { at: Duration::MAX, pods: HashMap::with_capacity(series.len()) };
+    let mut pods = NameMap::default();
+    pods.reserve(series.len());
+    let mut answer = Answer { at: Duration::MAX, pods };
     for s in series {
         let (Some(namespace), Some(pod)) = (s.labels.get("namespace"), s.labels.get("pod")) else {
             return Err(SampleError::BadResponse(format!(
@@ -384,6 +421,20 @@ mod tests {
         s.record(&s.queries[0], Err(SampleError::NoSeries), now + Duration::from_secs(5));
         assert_eq!(s.usage(now + Duration::from_secs(30))["web/a"].cpu_millicores, Some(300));
         assert!(s.usage(now + Duration::from_secs(31)).is_empty(), "both answers stale");
+    }
+
+    #[test]
+    fn answers_are_joined_once_per_new_answer_not_at_every_decision() {
+        let s = sampler(Duration::from_secs(30));
+        let now = clock::now();
+        let answer = |milli: i64| Ok(Answer { at: now, pods: [("web/a".to_string(), milli)].into_iter().collect() });
+        s.record(&s.queries[0], answer(300), now);
+        let first = s.usage(now);
+        assert!(Arc::ptr_eq(&first, &s.usage(now + Duration::from_secs(1))), "nothing new: the same join");
+        s.record(&s.queries[0], answer(700), now);
+        let second = s.usage(now + Duration::from_secs(1));
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(second["web/a"].cpu_millicores, Some(700));
     }
 
     #[tokio::test]
