@@ -40,6 +40,14 @@ impl State {
         self.last_update = now;
     }
 
+    /// From now on (the caller has advanced the counters) pod `key` uses `cores` and
+    /// `memory_bytes`. A pod seen for the first time starts with an hour of CPU time counted.
+    fn put(&mut self, key: (String, String), cores: f64, memory_bytes: f64) {
+        let u = self.pods.entry(key).or_insert(Usage { cores, memory_bytes, cpu_seconds: cores * 3600.0 });
+        u.cores = cores;
+        u.memory_bytes = memory_bytes;
+    }
+
     fn render(&self) -> String {
         let mut out = String::from("# TYPE container_cpu_usage_seconds_total counter\n");
         for ((ns, pod), u) in &self.pods {
@@ -86,13 +94,7 @@ impl Cadvisor {
     pub fn set(&self, namespace: &str, pod: &str, cores: f64, memory_bytes: f64) {
         let mut s = self.state.lock().unwrap();
         s.advance(Instant::now());
-        let u = s.pods.entry((namespace.to_string(), pod.to_string())).or_insert(Usage {
-            cores,
-            memory_bytes,
-            cpu_seconds: cores * 3600.0,
-        });
-        u.cores = cores;
-        u.memory_bytes = memory_bytes;
+        s.put((namespace.to_string(), pod.to_string()), cores, memory_bytes);
     }
 
     /// Every running pod in `namespace` matching `selector` uses `cores` and `memory_bytes`;
@@ -148,9 +150,7 @@ impl Cadvisor {
         s.advance(Instant::now());
         s.pods.retain(|key, _| served.contains_key(key));
         for (key, (cores, memory_bytes)) in served {
-            let u = s.pods.entry(key).or_insert(Usage { cores, memory_bytes, cpu_seconds: cores * 3600.0 });
-            u.cores = cores;
-            u.memory_bytes = memory_bytes;
+            s.put(key, cores, memory_bytes);
         }
         Some(n)
     }

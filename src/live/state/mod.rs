@@ -248,6 +248,7 @@ impl ClusterState {
     /// know has none (the core counts it at its requests). A resource a query did not answer
     /// for the pod counts at the pod's request for CPU, and as no more than its request for
     /// memory (the core holds a pod's memory request whatever it uses).
+    ///
     /// Another system's BestEffort batch pods get none: what they use the kernel takes back
     /// from them first.
     pub fn set_usage(&mut self, usage: &PodUsages) {
