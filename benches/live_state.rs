@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use colocate::core::{Config, Core};
+use colocate::live::sampler::usage::{PodUsage, PodUsages};
 use colocate::live::selector::LabelSelector;
 use colocate::live::state::ClusterState;
 use colocate::live::translate::JobOverrides;
@@ -163,6 +164,37 @@ fn bench(c: &mut Criterion) {
             })
         });
         if nodes == 1_000 {
+            // `capacity: usage`: every online and system pod measured. A decision finds each
+            // round's answers already applied (by the usage sampler's task); applying them is
+            // timed on its own, alternating two rounds' answers.
+            let answers = |milli: i64| -> Arc<PodUsages> {
+                Arc::new(
+                    pods.iter()
+                        .filter(|p| p.metadata.namespace.as_deref() != Some("ml"))
+                        .map(|p| {
+                            let (ns, name) = (p.metadata.namespace.as_deref(), p.metadata.name.as_deref());
+                            let key = format!("{}/{}", ns.unwrap_or(""), name.unwrap_or(""));
+                            (key, PodUsage { cpu_millicores: Some(milli), memory_bytes: Some(300 << 20) })
+                        })
+                        .collect(),
+                )
+            };
+            let rounds = [answers(600), answers(610)];
+            state.set_usage(&rounds[0]);
+            let measured = Inputs { usage: &rounds[0], ..inputs };
+            group.bench_function(format!("{nodes}_nodes_usage_one_pod_event_and_snapshot"), |b| {
+                b.iter(|| {
+                    turn += 1;
+                    state.apply_pod(&Event::Apply(moved[turn % 2].clone()));
+                    black_box(snapshot(&mut state, black_box(&measured)).0.pods.len())
+                })
+            });
+            group.bench_function(format!("{nodes}_nodes_usage_new_answers_applied"), |b| {
+                b.iter(|| {
+                    turn += 1;
+                    state.set_usage(black_box(&rounds[turn % 2]));
+                })
+            });
             group.bench_function(format!("{nodes}_nodes_first_list"), |b| {
                 b.iter_batched(
                     || (),

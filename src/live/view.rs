@@ -70,7 +70,7 @@ pub struct Inputs<'a> {
     pub services: &'a [OnlineService],
     pub jobs: &'a [JobSource],
     /// Pods' measured usage by `namespace/name` (empty in `capacity: requests`).
-    pub usage: &'a PodUsages,
+    pub usage: &'a Arc<PodUsages>,
 }
 
 /// The snapshot of the state with these services and jobs, and what could not be used (each a

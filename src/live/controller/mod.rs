@@ -115,9 +115,9 @@ pub async fn run(
     // Watch events, polled statuses and fresh samples all wake the decision loop.
     let changed = Arc::new(Notify::new());
     let sampler = sampler(&config, &secrets, &metrics, &changed)?;
-    let usage = usage_sampler(&config, &secrets, &metrics, &changed)?;
     let stats = Arc::new(WatchStats::default());
     let (caches, adapters) = start_reflectors(&config, &client, &changed, &stats, &mut tasks).await?;
+    let usage = usage_sampler(&config, &secrets, &metrics, &changed, &caches)?;
     let identity = default_identity();
     let (elector, margin) = start_election(&config, &client, &identity, &metrics, &mut tasks)?;
     let status_timeout = config.run.status_interval.min(config.run.master_timeout);
@@ -287,6 +287,7 @@ fn usage_sampler(
     secrets: &Secrets,
     metrics: &Arc<Metrics>,
     changed: &Arc<Notify>,
+    caches: &Caches,
 ) -> Result<Option<Arc<UsageSampler>>, StartError> {
     if config.controller.capacity != CapacityMode::Usage {
         return Ok(None);
@@ -303,6 +304,12 @@ fn usage_sampler(
         config.run.sample_stale_after,
         metrics.clone(),
     )
+    // Each round's answers go into the cluster state in the sampler's task, so that a decision
+    // finds them there rather than applying 30,000 pods' usage itself.
+    .with_apply({
+        let state = caches.state.clone();
+        Box::new(move |usages| crate::live::state::lock(&state).set_usage(usages))
+    })
     .with_wake(changed.clone());
     Ok(Some(Arc::new(usage)))
 }

@@ -11,7 +11,6 @@
 //!
 //! Values are checked by [`super::check_value`] (NaN, infinities, negative loads are errors).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -22,10 +21,12 @@ use super::error::SampleError;
 use super::{body_excerpt, transport_error, Signal};
 use crate::core::Sample;
 
+/// `L`: what of each series' labels is read (nothing, for one number).
 #[derive(Deserialize)]
-struct ApiResponse {
+#[serde(bound(deserialize = "L: Deserialize<'de> + Default"))]
+struct ApiResponse<L> {
     status: String,
-    data: Option<QueryData>,
+    data: Option<QueryData<L>>,
     #[serde(rename = "errorType")]
     error_type: Option<String>,
     error: Option<String>,
@@ -33,19 +34,21 @@ struct ApiResponse {
 
 #[derive(Deserialize)]
 #[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
-enum QueryData {
-    Vector(Vec<VectorSeries>),
+#[serde(bound(deserialize = "L: Deserialize<'de> + Default"))]
+enum QueryData<L> {
+    Vector(Vec<VectorSeries<L>>),
     Scalar(PromValue),
     // What these hold is never used: the controller needs one number.
     Matrix(#[allow(dead_code)] IgnoredAny),
     String(#[allow(dead_code)] IgnoredAny),
 }
 
-/// One series of a vector with its labels (read only by [`parse_series`]).
+/// One series of a vector with what is read of its labels.
 #[derive(Deserialize)]
-struct VectorSeries {
+#[serde(bound(deserialize = "L: Deserialize<'de> + Default"))]
+struct VectorSeries<L> {
     #[serde(default)]
-    metric: BTreeMap<String, String>,
+    metric: L,
     value: PromValue,
 }
 
@@ -81,22 +84,29 @@ pub(crate) fn query_url(base: &Url, query: &str, timeout: Duration) -> Url {
 
 /// Turns an API answer (HTTP status and body) into one sample, unchecked.
 pub(crate) fn parse_response(status: u16, body: &[u8], signal: Signal) -> Result<Sample, SampleError> {
-    match parse_data(status, body)? {
+    match parse_data::<IgnoredAny>(status, body)? {
         Number::Scalar(v) => v.sample(),
         Number::Vector(series) => combine(&series, signal),
     }
 }
 
-/// One series of an instant vector: its labels and its sample, unchecked.
+/// One series of an instant vector: what was read of its labels (`L`), and its sample,
+/// unchecked.
 #[derive(Debug, Clone)]
-pub(crate) struct LabelledSample {
-    pub labels: BTreeMap<String, String>,
+pub(crate) struct LabelledSample<L> {
+    pub labels: L,
     pub sample: Sample,
 }
 
-/// Turns an API answer into its series, each with its labels. A scalar has no labels to tell
-/// one thing from another, so it is an error; an empty vector is [`SampleError::NoSeries`].
-pub(crate) fn parse_series(status: u16, body: &[u8]) -> Result<Vec<LabelledSample>, SampleError> {
+/// Turns an API answer into its series, each with the labels `L` reads: a struct of the label
+/// names it needs, borrowing from `body` where it can (an answer of 30,000 series is parsed
+/// every second in usage mode, so each label copied would be 30,000 allocations), or a map of
+/// all. A scalar has no labels to tell one thing from another, so it is an error; an empty
+/// vector is [`SampleError::NoSeries`].
+pub(crate) fn parse_series<'a, L: Deserialize<'a> + Default>(
+    status: u16,
+    body: &'a [u8],
+) -> Result<Vec<LabelledSample<L>>, SampleError> {
     match parse_data(status, body)? {
         Number::Vector(series) if series.is_empty() => Err(SampleError::NoSeries),
         Number::Vector(series) => {
@@ -109,14 +119,14 @@ pub(crate) fn parse_series(status: u16, body: &[u8]) -> Result<Vec<LabelledSampl
 }
 
 /// What a successful answer can hold that the controller uses.
-enum Number {
-    Vector(Vec<VectorSeries>),
+enum Number<L> {
+    Vector(Vec<VectorSeries<L>>),
     Scalar(PromValue),
 }
 
 /// The data of a successful answer: a vector or a scalar.
-fn parse_data(status: u16, body: &[u8]) -> Result<Number, SampleError> {
-    let response: ApiResponse = match serde_json::from_slice(body) {
+fn parse_data<'a, L: Deserialize<'a> + Default>(status: u16, body: &'a [u8]) -> Result<Number<L>, SampleError> {
+    let response: ApiResponse<L> = match serde_json::from_slice(body) {
         Ok(r) => r,
         // Prometheus answers errors (400, 422, 503) with a JSON body too; anything else is
         // something in front of it (a proxy, the wrong port).
@@ -142,7 +152,7 @@ fn parse_data(status: u16, body: &[u8]) -> Result<Number, SampleError> {
     }
 }
 
-fn combine(series: &[VectorSeries], signal: Signal) -> Result<Sample, SampleError> {
+fn combine<L>(series: &[VectorSeries<L>], signal: Signal) -> Result<Sample, SampleError> {
     let samples = series.iter().map(|s| s.value.sample()).collect::<Result<Vec<_>, _>>()?;
     let at = samples.iter().map(|s| s.at).min().ok_or(SampleError::NoSeries)?;
     let values = samples.iter().map(|s| s.value);
@@ -166,19 +176,8 @@ pub(crate) async fn query(
     parse_response(status, &body, signal)
 }
 
-/// Runs one instant query for its labelled series.
-pub(crate) async fn query_series(
-    http: &reqwest::Client,
-    auth: Option<&reqwest::header::HeaderValue>,
-    base: &Url,
-    query: &str,
-    timeout: Duration,
-) -> Result<Vec<LabelledSample>, SampleError> {
-    let (status, body) = get(http, auth, base, query, timeout).await?;
-    parse_series(status, &body)
-}
-
-async fn get(
+/// Runs one instant query; its HTTP status and body, for [`parse_series`].
+pub(crate) async fn get(
     http: &reqwest::Client,
     auth: Option<&reqwest::header::HeaderValue>,
     base: &Url,
@@ -197,6 +196,8 @@ async fn get(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     /// (timestamp, value): `Sample` has no `PartialEq`.
@@ -280,15 +281,15 @@ mod tests {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"namespace":"web","pod":"nginx-1"},"value":[1700000000.5,"0.25"]},
             {"metric":{},"value":[1700000000.5,"NaN"]}]}}"#;
-        let series = parse_series(200, body.as_bytes()).unwrap();
+        let series: Vec<LabelledSample<BTreeMap<String, String>>> = parse_series(200, body.as_bytes()).unwrap();
         assert_eq!(series.len(), 2);
         assert_eq!(series[0].labels.get("pod").map(String::as_str), Some("nginx-1"));
         assert_eq!((series[0].sample.at, series[0].sample.value), (Duration::from_secs_f64(1700000000.5), 0.25));
         assert!(series[1].labels.is_empty() && series[1].sample.value.is_nan(), "values are checked by the caller");
         let empty = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
-        assert_eq!(parse_series(200, empty.as_bytes()).unwrap_err(), SampleError::NoSeries);
+        assert_eq!(parse_series::<IgnoredAny>(200, empty.as_bytes()).unwrap_err(), SampleError::NoSeries);
         let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}"#;
-        let err = parse_series(200, scalar.as_bytes()).unwrap_err();
+        let err = parse_series::<IgnoredAny>(200, scalar.as_bytes()).unwrap_err();
         assert!(matches!(&err, SampleError::BadResponse(m) if m.contains("scalar")), "{err}");
     }
 

@@ -17,11 +17,13 @@
 //! - [`UsageSampler::usage`]: per pod what is known now. A stale or failing query yields nothing
 //!   for its resource, and a pod with no usage counts at its requests in the core.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::header::HeaderValue;
 use reqwest::Url;
+use serde::Deserialize;
 use thiserror::Error;
 use tracing::{info, warn};
 
@@ -140,9 +142,15 @@ pub struct UsageSampler {
     /// Told after every round, so that a node's batch capacity follows a usage change at once
     /// rather than at the next tick.
     wake: Option<Arc<tokio::sync::Notify>>,
+    /// Given every round's joined answers before `wake` is told (the controller applies them
+    /// to its cluster state there, off the decision's path).
+    apply: Option<ApplyFn>,
     /// Both answers joined per pod, built once per new answer rather than at every decision.
     merged: Mutex<Merged>,
 }
+
+/// What takes each round's joined answers.
+pub type ApplyFn = Box<dyn Fn(&Arc<PodUsages>) + Send + Sync>;
 
 /// The joined answers and what they were joined from.
 #[derive(Default)]
@@ -177,8 +185,15 @@ impl UsageSampler {
             timeout: super::DEFAULT_TIMEOUT,
             metrics,
             wake: None,
+            apply: None,
             merged: Mutex::default(),
         }
+    }
+
+    /// Hands every round's joined answers to `apply`, before `wake` is told.
+    pub fn with_apply(mut self, apply: ApplyFn) -> UsageSampler {
+        self.apply = Some(apply);
+        self
     }
 
     /// Notifies `wake` (the decision loop's) after every round.
@@ -214,6 +229,7 @@ impl UsageSampler {
                 tokio::time::sleep(retry).await;
             }
         }
+        self.publish(clock::now());
         Ok(())
     }
 
@@ -224,6 +240,17 @@ impl UsageSampler {
         let now = clock::now();
         for (query, attempt) in [(cpu, a), (memory, b)] {
             self.record(query, attempt, now);
+        }
+        self.publish(now);
+    }
+
+    /// Joins the latest answers and hands them on: here, in the sampler's task, rather than in
+    /// a decision, which then only takes the shared copy (joining 30,000 pods' answers and
+    /// applying them to the cluster state took a 1,000-node decision from 10 ms to 100 ms).
+    fn publish(&self, now: Duration) {
+        let usages = self.refresh(now);
+        if let Some(apply) = &self.apply {
+            apply(&usages);
         }
         if let Some(wake) = &self.wake {
             wake.notify_one();
@@ -243,9 +270,24 @@ impl UsageSampler {
         }
     }
 
-    /// Per pod what is known at `now` (controller clock): each resource from its query's last
-    /// answer if that is fresh. Joined again only when an answer is new or has gone stale.
+    /// Per pod what is known at `now` (controller clock): each resource from its query's answer
+    /// as the last round joined it, while that answer is fresh. Joined again here only when an
+    /// answer has gone stale since (its resource is then dropped); a new answer is joined by
+    /// the round that brought it.
     pub fn usage(&self, now: Duration) -> Arc<PodUsages> {
+        {
+            let merged = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
+            if merged.from.iter().flatten().all(|(_, at)| now.saturating_sub(*at) <= self.stale_after) {
+                return merged.usages.clone();
+            }
+        }
+        self.refresh(now)
+    }
+
+    /// The answers fresh at `now` joined per pod: the last join if it was made of these same
+    /// answers, else a new one (made without holding the joined copy's lock, which a decision
+    /// may be waiting on).
+    fn refresh(&self, now: Duration) -> Arc<PodUsages> {
         let fresh = |at: Duration| now.saturating_sub(at) <= self.stale_after;
         let wanted: Vec<Option<(u64, Duration)>> = self
             .queries
@@ -255,11 +297,16 @@ impl UsageSampler {
                 state.answer.as_ref().map(|a| (state.generation, a.at)).filter(|(_, at)| fresh(*at))
             })
             .collect();
-        let mut merged = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
-        if merged.from[..] != wanted[..] {
-            *merged = Merged { usages: Arc::new(self.join(now)), from: [wanted[0], wanted[1]] };
+        {
+            let merged = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
+            if merged.from[..] == wanted[..] {
+                return merged.usages.clone();
+            }
         }
-        merged.usages.clone()
+        let usages = Arc::new(self.join(now));
+        let mut merged = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
+        *merged = Merged { usages: usages.clone(), from: [wanted[0], wanted[1]] };
+        usages
     }
 
     fn join(&self, now: Duration) -> PodUsages {
@@ -282,13 +329,13 @@ impl UsageSampler {
     }
 
     async fn fetch(&self, query: &Query) -> Result<Answer, SampleError> {
-        let series = tokio::time::timeout(
+        let (status, body) = tokio::time::timeout(
             self.timeout,
-            promql::query_series(&self.http, self.auth.as_ref(), &self.base, &query.text, self.timeout),
+            promql::get(&self.http, self.auth.as_ref(), &self.base, &query.text, self.timeout),
         )
         .await
         .map_err(|_| SampleError::Timeout(self.timeout))??;
-        per_pod(&series, query.resource)
+        per_pod(&promql::parse_series(status, &body)?, query.resource)
     }
 
     fn record(&self, query: &Query, attempt: Result<Answer, SampleError>, now: Duration) {
@@ -334,17 +381,28 @@ impl Query {
 /// series without `namespace` or `pod` makes the whole answer unusable (the query aggregates
 /// them away); one with a value that is not a finite non-negative number is left out (that
 /// pod counts at its requests).
-fn per_pod(series: &[LabelledSample], resource: Resource) -> Result<Answer, SampleError> {
+/// The labels a usage series is read by, borrowed from the answer (Kubernetes names need no
+/// JSON escapes). An empty label is an absent one, as in Prometheus.
+#[derive(Debug, Default, Deserialize)]
+struct PodLabels<'a> {
+    #[serde(borrow, default)]
+    namespace: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pod: Cow<'a, str>,
+}
+
+fn per_pod(series: &[LabelledSample<PodLabels>], resource: Resource) -> Result<Answer, SampleError> {
     let mut pods = NameMap::default();
     pods.reserve(series.len());
     let mut answer = Answer { at: Duration::MAX, pods };
     for s in series {
-        let (Some(namespace), Some(pod)) = (s.labels.get("namespace"), s.labels.get("pod")) else {
+        let PodLabels { namespace, pod } = &s.labels;
+        if namespace.is_empty() || pod.is_empty() {
             return Err(SampleError::BadResponse(format!(
-                "a series without `namespace` and `pod` labels ({:?}): keep them, e.g. `sum by (namespace, pod) (...)`",
-                s.labels
+                "a series without `namespace` and `pod` labels (namespace `{namespace}`, pod `{pod}`): \
+                 keep them, e.g. `sum by (namespace, pod) (...)`"
             )));
-        };
+        }
         answer.at = answer.at.min(s.sample.at);
         if !s.sample.value.is_finite() || s.sample.value < 0.0 {
             continue;
@@ -358,14 +416,13 @@ fn per_pod(series: &[LabelledSample], resource: Resource) -> Result<Answer, Samp
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::core::Sample;
 
-    fn series(labels: &[(&str, &str)], value: f64) -> LabelledSample {
+    fn series(labels: &[(&str, &str)], value: f64) -> LabelledSample<PodLabels<'static>> {
+        let label = |name: &str| labels.iter().find(|(k, _)| *k == name).map_or("", |(_, v)| *v).to_string();
         LabelledSample {
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            labels: PodLabels { namespace: label("namespace").into(), pod: label("pod").into() },
             sample: Sample { at: clock::now(), value },
         }
     }
@@ -385,6 +442,22 @@ mod tests {
         let mut got: Vec<(&str, i64)> = answer.pods.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         got.sort();
         assert_eq!(got, [("web/nginx-1", 301), ("web/nginx-2", 1500)], "cores as millicores, rounded up");
+    }
+
+    #[test]
+    fn an_answer_is_read_by_its_pod_labels_whatever_else_it_carries() {
+        // An escaped label value is read as well as a plain one (it is copied, not borrowed).
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"namespace":"web","pod":"nginx-1","container":"nginx","node":"n1"},"value":[1700000000,"0.25"]},
+            {"metric":{"namespace":"web","pod":"nginx\u002d2"},"value":[1700000000,"0.5"]}]}}"#;
+        let answer = per_pod(&promql::parse_series(200, body.as_bytes()).unwrap(), Resource::Cpu).unwrap();
+        let mut got: Vec<(&str, i64)> = answer.pods.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        got.sort();
+        assert_eq!(got, [("web/nginx-1", 250), ("web/nginx-2", 500)]);
+        let unlabelled = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"instance":"10.0.0.1:10250"},"value":[1700000000,"3"]}]}}"#;
+        let err = per_pod(&promql::parse_series(200, unlabelled.as_bytes()).unwrap(), Resource::Cpu).unwrap_err();
+        assert!(matches!(&err, SampleError::BadResponse(m) if m.contains("sum by (namespace, pod)")), "{err}");
     }
 
     #[test]
@@ -414,27 +487,38 @@ mod tests {
         };
         s.record(&s.queries[0], answer(now, &[("web/a", 300), ("web/b", 700)]), now);
         s.record(&s.queries[1], answer(now - Duration::from_secs(31), &[("web/a", 1 << 28)]), now);
+        s.publish(now);
         let usage = s.usage(now);
         assert_eq!(usage["web/a"], PodUsage { cpu_millicores: Some(300), memory_bytes: None }, "memory is stale");
         assert_eq!(usage["web/b"].cpu_millicores, Some(700));
         // A failure keeps the last answer until it is stale.
         s.record(&s.queries[0], Err(SampleError::NoSeries), now + Duration::from_secs(5));
+        s.publish(now + Duration::from_secs(5));
         assert_eq!(s.usage(now + Duration::from_secs(30))["web/a"].cpu_millicores, Some(300));
         assert!(s.usage(now + Duration::from_secs(31)).is_empty(), "both answers stale");
     }
 
     #[test]
-    fn answers_are_joined_once_per_new_answer_not_at_every_decision() {
-        let s = sampler(Duration::from_secs(30));
+    fn answers_are_joined_once_per_round_and_handed_on_not_joined_at_every_decision() {
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let seen = applied.clone();
+        let apply: ApplyFn = Box::new(move |u| seen.lock().unwrap().push(u.clone()));
+        let s = sampler(Duration::from_secs(30)).with_apply(apply);
         let now = clock::now();
         let answer = |milli: i64| Ok(Answer { at: now, pods: [("web/a".to_string(), milli)].into_iter().collect() });
         s.record(&s.queries[0], answer(300), now);
+        s.publish(now);
         let first = s.usage(now);
+        assert_eq!(first["web/a"].cpu_millicores, Some(300));
         assert!(Arc::ptr_eq(&first, &s.usage(now + Duration::from_secs(1))), "nothing new: the same join");
         s.record(&s.queries[0], answer(700), now);
+        assert!(Arc::ptr_eq(&first, &s.usage(now + Duration::from_secs(1))), "a decision does not join a new answer");
+        s.publish(now + Duration::from_secs(1));
         let second = s.usage(now + Duration::from_secs(1));
-        assert!(!Arc::ptr_eq(&first, &second));
         assert_eq!(second["web/a"].cpu_millicores, Some(700));
+        let applied = applied.lock().unwrap();
+        assert_eq!(applied.len(), 2, "each round hands its join on");
+        assert!(Arc::ptr_eq(&applied[0], &first) && Arc::ptr_eq(&applied[1], &second));
     }
 
     #[tokio::test]

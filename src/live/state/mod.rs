@@ -82,6 +82,21 @@ struct PodFacts {
     foreign_batch: bool,
 }
 
+/// A pod's usage as `usage` measures it. Another system's BestEffort batch pods get none:
+/// what they use the kernel takes back from them first.
+fn measured(pod: &Pod, facts: &PodFacts, usage: &PodUsages) -> Option<Resources> {
+    if facts.foreign_batch {
+        return None;
+    }
+    usage.get(&pod.name).map(|u| {
+        Resources::new(
+            u.cpu_millicores.unwrap_or(pod.requests.cpu_milli),
+            u.memory_bytes.unwrap_or(0),
+            pod.requests.gpu,
+        )
+    })
+}
+
 /// A worker pod as forced deletion sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerPod {
@@ -124,6 +139,8 @@ pub struct ClusterState {
     /// Master Pods, as stripped by the watch: job discovery reads their annotations and ports.
     masters: BTreeMap<String, Arc<KubePod>>,
     classifier: Classifier,
+    /// Pods' usage as last set, for the pods that arrive after it.
+    usage: Arc<PodUsages>,
     /// A re-list in progress (`Init` seen, `InitDone` not yet): it replaces the kind's contents.
     node_buffer: Option<Vec<(String, TranslatedNode)>>,
     pod_buffer: Option<Vec<PodEntry>>,
@@ -249,21 +266,15 @@ impl ClusterState {
     /// for the pod counts at the pod's request for CPU, and as no more than its request for
     /// memory (the core holds a pod's memory request whatever it uses).
     ///
-    /// Another system's BestEffort batch pods get none: what they use the kernel takes back
-    /// from them first.
-    pub fn set_usage(&mut self, usage: &PodUsages) {
+    /// Kept for the pods that arrive later. Setting the same answers again (the same `Arc`)
+    /// does nothing: the usage sampler sets each new join once, and decisions only confirm it.
+    pub fn set_usage(&mut self, usage: &Arc<PodUsages>) {
+        if Arc::ptr_eq(&self.usage, usage) {
+            return;
+        }
+        self.usage = usage.clone();
         for (pod, facts) in self.snapshot.pods.iter_mut().zip(&self.facts) {
-            if facts.foreign_batch {
-                pod.usage = None;
-                continue;
-            }
-            pod.usage = usage.get(&pod.name).map(|u| {
-                Resources::new(
-                    u.cpu_millicores.unwrap_or(pod.requests.cpu_milli),
-                    u.memory_bytes.unwrap_or(0),
-                    pod.requests.gpu,
-                )
-            });
+            pod.usage = measured(pod, facts, usage);
         }
     }
 
@@ -342,7 +353,10 @@ impl ClusterState {
         };
         let problem_key = format!("pod/{key}");
         let (pod, facts) = match translated {
-            Translated::Counted(pod, facts) => (pod, facts),
+            Translated::Counted(mut pod, facts) => {
+                pod.usage = measured(&pod, &facts, &self.usage);
+                (pod, facts)
+            }
             Translated::Finished => {
                 self.remove_slot(&key);
                 self.problems.remove(&problem_key);

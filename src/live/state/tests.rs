@@ -172,17 +172,22 @@ fn measured_usage_lands_on_its_pods_and_a_resource_left_unanswered_counts_as_req
     use crate::live::sampler::usage::PodUsage;
     let nginx = |name| pod("web", name, json!({"app": "nginx"}), Some("n1"), "1");
     let mut s = ClusterState::from_objects(&[node("n1", "8")], &[nginx("a"), nginx("b"), nginx("c")]);
-    let usage = [
-        ("web/a".to_string(), PodUsage { cpu_millicores: Some(300), memory_bytes: Some(5 << 20) }),
-        ("web/b".to_string(), PodUsage { cpu_millicores: None, memory_bytes: Some(7 << 20) }),
-    ]
-    .into_iter()
-    .collect();
+    let usage = Arc::new(
+        [
+            ("web/a".to_string(), PodUsage { cpu_millicores: Some(300), memory_bytes: Some(5 << 20) }),
+            ("web/b".to_string(), PodUsage { cpu_millicores: None, memory_bytes: Some(7 << 20) }),
+            ("web/d".to_string(), PodUsage { cpu_millicores: Some(200), memory_bytes: Some(3 << 20) }),
+        ]
+        .into_iter()
+        .collect(),
+    );
     s.set_usage(&usage);
     let usage_of = |s: &ClusterState, name: &str| s.snapshot.pods.iter().find(|p| p.name == name).and_then(|p| p.usage);
     assert_eq!(usage_of(&s, "web/a"), Some(Resources::new(300, 5 << 20, 0)));
     assert_eq!(usage_of(&s, "web/b"), Some(Resources::new(1000, 7 << 20, 0)), "CPU unanswered: its request");
     assert_eq!(usage_of(&s, "web/c"), None, "not measured: the core counts it at its requests");
+    s.apply_pod(&Event::Apply(nginx("d")));
+    assert_eq!(usage_of(&s, "web/d"), Some(Resources::new(200, 3 << 20, 0)), "a pod arriving later gets its usage");
     s.set_usage(&Default::default());
     assert_eq!(usage_of(&s, "web/a"), None, "usage gone stale is forgotten");
 }
@@ -204,6 +209,6 @@ fn a_worker_holds_its_batch_request_and_another_systems_batch_pod_holds_none() {
     assert_eq!(requests(&s, "ml/w-0").cpu_milli, 4000, "a worker holds its batch CPU");
     assert_eq!(requests(&s, "other/be-0"), Resources::ZERO, "a foreign batch pod holds nothing");
     let usage = [("other/be-0".to_string(), PodUsage { cpu_millicores: Some(3500), memory_bytes: Some(1 << 30) })];
-    s.set_usage(&usage.into_iter().collect());
+    s.set_usage(&Arc::new(usage.into_iter().collect()));
     assert_eq!(s.snapshot.pods.iter().find(|p| p.name == "other/be-0").unwrap().usage, None, "its use is not counted");
 }
