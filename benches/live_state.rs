@@ -2,7 +2,9 @@
 //! (`live::state`), complete the snapshot with services, HPAs and jobs (`live::view::snapshot`)
 //! and run the core. At 1,000 nodes / 30,000 pods (the scale test's size, `tests/scale.rs`) and
 //! 5,000 nodes / 150,000 pods: per node 1 DaemonSet pod, 9 online replicas of 10 services whose
-//! HPAs want 10% more, 20 workers of 20 jobs. Also the first list: translating every object once.
+//! HPAs want 10% more, 20 workers of 20 jobs. Also the first list: translating every object once,
+//! and at 1,000 nodes in `capacity: usage`: the snapshot with every online and system pod
+//! measured, and applying a new usage answer to the state (what the usage sampler does per round).
 //!
 //! `cargo bench --bench live_state`
 

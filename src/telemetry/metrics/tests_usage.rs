@@ -58,6 +58,14 @@ fn usage_series_go_with_their_node_and_with_usage_mode_and_write_outcomes_start_
     for family in [CPU_USAGE_CORES, CPU_USAGE_RATIO, NODE_CPU_USAGE_CORES, NODE_BATCH_CAPACITY, NODE_BATCH_USED] {
         assert!(!text.lines().any(|l| l.starts_with(&format!("{family}{{"))), "{family} left in:\n{text}");
     }
+    // Back in usage mode, the node's series come back (not kept detached from their families).
+    let again = usage_snapshot("n2");
+    m.observe_decision(&usage_core().decide(&again), &again, Duration::from_millis(1));
+    let used =
+        format!("colocate_node_batch_used{{node=\"n2\",resource=\"cpu\",unit=\"core\"}} {}", super::tests::fmt(2.0));
+    assert_sample(&m.encode(), &used);
+    assert!(m.encode().contains("colocate_node_cpu_usage_cores{node=\"n2\"} 3.25"), "{}", m.encode());
+    let text = m.encode();
     for outcome in NODE_STATUS_WRITE_OUTCOMES {
         assert_sample(&text, &format!("colocate_node_status_writes_total{{outcome=\"{outcome}\"}} 0"));
     }
