@@ -277,7 +277,7 @@ impl UsageSampler {
     pub fn usage(&self, now: Duration) -> Arc<PodUsages> {
         {
             let merged = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
-            if merged.from.iter().flatten().all(|(_, at)| now.saturating_sub(*at) <= self.stale_after) {
+            if merged.from.iter().flatten().all(|(_, at)| self.fresh(*at, now)) {
                 return merged.usages.clone();
             }
         }
@@ -288,13 +288,12 @@ impl UsageSampler {
     /// answers, else a new one (made without holding the joined copy's lock, which a decision
     /// may be waiting on).
     fn refresh(&self, now: Duration) -> Arc<PodUsages> {
-        let fresh = |at: Duration| now.saturating_sub(at) <= self.stale_after;
         let wanted: Vec<Option<(u64, Duration)>> = self
             .queries
             .iter()
             .map(|q| {
                 let state = q.lock();
-                state.answer.as_ref().map(|a| (state.generation, a.at)).filter(|(_, at)| fresh(*at))
+                state.answer.as_ref().map(|a| (state.generation, a.at)).filter(|(_, at)| self.fresh(*at, now))
             })
             .collect();
         {
@@ -309,11 +308,16 @@ impl UsageSampler {
         usages
     }
 
+    /// Whether an answer Prometheus evaluated at `at` may still be used at `now`.
+    fn fresh(&self, at: Duration, now: Duration) -> bool {
+        now.saturating_sub(at) <= self.stale_after
+    }
+
     fn join(&self, now: Duration) -> PodUsages {
         let mut pods = PodUsages::default();
         for query in &self.queries {
             let state = query.lock();
-            let Some(answer) = state.answer.as_ref().filter(|a| now.saturating_sub(a.at) <= self.stale_after) else {
+            let Some(answer) = state.answer.as_ref().filter(|a| self.fresh(a.at, now)) else {
                 continue;
             };
             pods.reserve(answer.pods.len());

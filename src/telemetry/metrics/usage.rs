@@ -210,10 +210,9 @@ impl UsageMetrics {
         }
 
         let margin = *self.memory_margin_fraction.lock().unwrap_or_else(|e| e.into_inner());
-        let wanted: NameMap<&str, Option<Resources>> =
-            decision.nodes.iter().map(|n| (n.node.as_str(), n.batch)).collect();
         let mut series = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        for (n, u) in snap.nodes.iter().zip(&uses) {
+        // A decision has one entry per node of its snapshot, in the same order.
+        for ((n, u), d) in snap.nodes.iter().zip(&uses).zip(&decision.nodes) {
             let name = n.name.as_str();
             if !series.contains_key(name) {
                 series.insert(n.name.clone(), self.node_series(name));
@@ -223,7 +222,7 @@ impl UsageMetrics {
             s.allocation.set(u.cpu_allocation as f64 / 1000.0);
             s.memory_margin.set((n.allocatable.memory_bytes as f64 * margin).floor());
             let carried = n.batch.unwrap_or(Resources::ZERO);
-            let target = wanted.get(name).copied().flatten().unwrap_or(Resources::ZERO);
+            let target = d.batch.unwrap_or(Resources::ZERO);
             for (gauges, r) in s.batch.iter().zip([carried, target, u.batch_used]) {
                 for (gauge, (_, _, v)) in gauges.iter().zip(batch_values(&r)) {
                     gauge.set(v);
