@@ -15,6 +15,7 @@ use colocate::core::config::CapacityMode;
 use colocate::core::{
     Config, Core, Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Resources, Service, SharedName, Snapshot,
 };
+use colocate::telemetry::metrics::Metrics;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 
 const SERVICES: usize = 10;
@@ -155,5 +156,24 @@ fn decide(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide);
+/// What the controller's metrics take to record one decision (`Metrics::observe_decision`),
+/// which the decision loop does before it acts on the decision.
+fn record(c: &mut Criterion) {
+    let mut group = c.benchmark_group("metrics");
+    group.sample_size(10);
+    let usage = Config { capacity: CapacityMode::Usage, ..Config::default() };
+    for (mode, config, snap) in
+        [("requests", Config::default(), synthetic(1_000)), ("usage", usage, measured(synthetic(1_000)))]
+    {
+        let decision = Core::new(config).decide(&snap);
+        let metrics = Metrics::new();
+        metrics.observe_decision(&decision, &snap, Duration::from_millis(1));
+        group.bench_function(format!("observe_decision_{mode}_mode_1000_nodes"), |b| {
+            b.iter(|| black_box(metrics.observe_decision(black_box(&decision), &snap, Duration::from_millis(1))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decide, record);
 criterion_main!(benches);

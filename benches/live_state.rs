@@ -176,7 +176,7 @@ fn bench(c: &mut Criterion) {
                         .map(|p| {
                             let (ns, name) = (p.metadata.namespace.as_deref(), p.metadata.name.as_deref());
                             let key = format!("{}/{}", ns.unwrap_or(""), name.unwrap_or(""));
-                            (key, PodUsage { cpu_millicores: Some(milli), memory_bytes: Some(300 << 20) })
+                            (key.into(), PodUsage { cpu_millicores: Some(milli), memory_bytes: Some(300 << 20) })
                         })
                         .collect(),
                 )

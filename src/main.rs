@@ -12,6 +12,9 @@ fn main() -> ExitCode {
     // Before any HTTP client is built: reqwest has no crypto provider of its own here.
     colocate::live::tls::install_crypto_provider();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Run(_)) {
+        cli::allocator::hold_mmap_threshold();
+    }
     match cli.command {
         Command::CheckConfig { file } => match colocate::live::config::check_file(&file) {
             Ok(config) => {

@@ -122,6 +122,7 @@ fn exported() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let m = Metrics::new();
     let mut core = Core::new(Config { grow_stabilization: Duration::ZERO, ..Config::default() });
     m.observe_decision(&core.decide(&snap), &snap, Duration::from_micros(400));
+    m.observe_decision_cpu(Duration::from_micros(300));
     // capacity: usage has series of its own: the same cluster, the node carrying batch capacity.
     let mut usage = snap.clone();
     usage.nodes[0].batch = Some(Resources::new(4000, 16 * gi, 0));

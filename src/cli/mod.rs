@@ -1,5 +1,6 @@
 //! Command-line wiring: clap definitions and the commands they run.
 
+pub mod allocator;
 pub mod example_master;
 pub mod logging;
 pub mod replay;

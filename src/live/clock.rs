@@ -56,6 +56,16 @@ fn on_timeline(t: Duration, wall: Duration, now: Duration) -> Duration {
     }
 }
 
+/// CPU time the calling thread has used, where the platform reports it. Read before and after
+/// work that does not yield, the difference is that work's CPU cost, apart from the time the
+/// thread waited for a CPU.
+pub fn thread_cpu() -> Option<Duration> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a pointer to a live, owned value.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +88,20 @@ mod tests {
         let wall = wall_now();
         assert!(first.abs_diff(wall) < Duration::from_secs(5), "{first:?} vs the wall's {wall:?}");
         assert!(now() >= first);
+    }
+
+    #[test]
+    fn thread_cpu_counts_work_and_not_sleep() {
+        let start = super::thread_cpu().expect("Linux reports a thread's CPU time");
+        std::thread::sleep(Duration::from_millis(100));
+        let slept = super::thread_cpu().unwrap() - start;
+        assert!(slept < Duration::from_millis(20), "a 100 ms sleep cost {slept:?} of CPU");
+        let busy_until = std::time::Instant::now() + Duration::from_millis(50);
+        let mut spins = 0_u64;
+        while std::time::Instant::now() < busy_until {
+            spins = std::hint::black_box(spins + 1);
+        }
+        let worked = super::thread_cpu().unwrap() - start - slept;
+        assert!(worked > Duration::from_millis(1), "50 ms of spinning ({spins} spins) cost {worked:?} of CPU");
     }
 }

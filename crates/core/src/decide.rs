@@ -26,6 +26,9 @@ pub struct Decision {
     pub online_needs: Vec<OnlineNeed>,
     /// Things a person should know that are not intents (services that cannot fit at all).
     pub notes: Vec<String>,
+    /// Each pod's node and owner as positions in the snapshot decided on: for callers that walk
+    /// its pods again (the controller's metrics), so they need not look up 30,000 names.
+    pub index: PodIndex,
 }
 
 impl Decision {
@@ -109,7 +112,7 @@ impl Core {
                 batch: batch.as_ref().map(|b| b[i]),
             })
             .collect();
-        Decision { intents, nodes, online_needs: needs, notes }
+        Decision { intents, nodes, online_needs: needs, notes, index }
     }
 }
 

@@ -134,6 +134,7 @@ impl Decider {
         let hpas = caches.hpas.state();
         services.resolve(&hpas).await;
         let started = Instant::now();
+        let cpu_started = crate::live::clock::thread_cpu();
         // Monotonic: a step of the wall clock must not age the core's memories at once.
         let now = crate::live::clock::now();
         let (services, mut problems) = services.services(&hpas, &readings(now));
@@ -185,7 +186,14 @@ impl Decider {
             .filter(|(d, n)| d.batch.is_some() || (n.batch.is_some() && self.owns_batch_names))
             .map(|(d, n)| NodeBatch { node: n.name.clone(), want: d.batch, carried: n.batch })
             .collect();
-        let fresh = self.metrics.observe_decision(&decision, snap, started.elapsed());
+        // The same span on both clocks; nothing in it yields, so the thread's CPU time is this
+        // decision's alone.
+        let took = started.elapsed();
+        let cpu = cpu_started.zip(crate::live::clock::thread_cpu()).map(|(from, to)| to.saturating_sub(from));
+        let fresh = self.metrics.observe_decision(&decision, snap, took);
+        if let Some(cpu) = cpu {
+            self.metrics.observe_decision_cpu(cpu);
+        }
         self.metrics.record_decision();
         span.record("intents", decision.intents.len());
         self.log_problems(problems, &decision.notes);

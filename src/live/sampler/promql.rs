@@ -183,15 +183,17 @@ pub(crate) async fn get(
     base: &Url,
     query: &str,
     timeout: Duration,
-) -> Result<(u16, Vec<u8>), SampleError> {
+) -> Result<(u16, bytes::Bytes), SampleError> {
     let mut request = http.get(query_url(base, query, timeout));
     if let Some(auth) = auth {
         request = request.header(reqwest::header::AUTHORIZATION, auth.clone());
     }
     let response = request.send().await.map_err(transport_error)?;
     let status = response.status().as_u16();
+    // Parsed where it was received: an answer for 30,000 pods is megabytes, and a copy of it
+    // each second is memory the allocator may keep.
     let body = response.bytes().await.map_err(transport_error)?;
-    Ok((status, body.into()))
+    Ok((status, body))
 }
 
 #[cfg(test)]

@@ -57,9 +57,14 @@ pub struct PodUsage {
     pub memory_bytes: Option<i64>,
 }
 
-/// Usage per pod key (`namespace/name`). Hashed with the core's name hasher: a decision looks
-/// up every pod in it, 30,000 at 1,000 nodes.
-pub type PodUsages = NameMap<String, PodUsage>;
+/// A pod's key, `namespace/name`, shared by every answer and join that names the pod: an answer
+/// takes the previous answer's copy, so a second's two answers for 30,000 pods allocate no
+/// keys (and leave no small allocations behind to fragment the heap).
+pub type PodKey = Arc<str>;
+
+/// Usage per pod key (`namespace/name`). Hashed with the core's name hasher: the cluster state
+/// looks up every pod in it, 30,000 at 1,000 nodes.
+pub type PodUsages = NameMap<PodKey, PodUsage>;
 
 /// A usage query that cannot be used; names the configuration key and the query.
 #[derive(Debug, Error, PartialEq)]
@@ -110,7 +115,7 @@ impl Resource {
 #[derive(Debug, Default)]
 struct Answer {
     at: Duration,
-    pods: NameMap<String, i64>,
+    pods: NameMap<PodKey, i64>,
 }
 
 #[derive(Debug)]
@@ -339,7 +344,10 @@ impl UsageSampler {
         )
         .await
         .map_err(|_| SampleError::Timeout(self.timeout))??;
-        per_pod(&promql::parse_series(status, &body)?, query.resource)
+        let series = promql::parse_series(status, &body)?;
+        let state = query.lock();
+        let previous = state.answer.as_ref().map(|a| &a.pods);
+        per_pod(&series, query.resource, previous.unwrap_or(&NameMap::default()))
     }
 
     fn record(&self, query: &Query, attempt: Result<Answer, SampleError>, now: Duration) {
@@ -381,10 +389,6 @@ impl Query {
     }
 }
 
-/// The answer's series as amounts per pod key, stamped with the oldest evaluation time. A
-/// series without `namespace` or `pod` makes the whole answer unusable (the query aggregates
-/// them away); one with a value that is not a finite non-negative number is left out (that
-/// pod counts at its requests).
 /// The labels a usage series is read by, borrowed from the answer (Kubernetes names need no
 /// JSON escapes). An empty label is an absent one, as in Prometheus.
 #[derive(Debug, Default, Deserialize)]
@@ -395,10 +399,19 @@ struct PodLabels<'a> {
     pod: Cow<'a, str>,
 }
 
-fn per_pod(series: &[LabelledSample<PodLabels>], resource: Resource) -> Result<Answer, SampleError> {
+/// The answer's series as amounts per pod key, stamped with the oldest evaluation time. A
+/// series without `namespace` or `pod` makes the whole answer unusable (the query aggregates
+/// them away); one with a value that is not a finite non-negative number is left out (that
+/// pod counts at its requests). Keys the `previous` answer has are shared, not copied.
+fn per_pod(
+    series: &[LabelledSample<PodLabels>],
+    resource: Resource,
+    previous: &NameMap<PodKey, i64>,
+) -> Result<Answer, SampleError> {
     let mut pods = NameMap::default();
     pods.reserve(series.len());
     let mut answer = Answer { at: Duration::MAX, pods };
+    let mut key = String::new();
     for s in series {
         let PodLabels { namespace, pod } = &s.labels;
         if namespace.is_empty() || pod.is_empty() {
@@ -411,7 +424,18 @@ fn per_pod(series: &[LabelledSample<PodLabels>], resource: Resource) -> Result<A
         if !s.sample.value.is_finite() || s.sample.value < 0.0 {
             continue;
         }
-        *answer.pods.entry(format!("{namespace}/{pod}")).or_default() += resource.amount(s.sample.value);
+        key.clear();
+        key.push_str(namespace);
+        key.push('/');
+        key.push_str(pod);
+        let amount = resource.amount(s.sample.value);
+        if let Some(sum) = answer.pods.get_mut(key.as_str()) {
+            *sum += amount;
+        } else {
+            let shared =
+                previous.get_key_value(key.as_str()).map_or_else(|| PodKey::from(key.as_str()), |(k, _)| k.clone());
+            answer.pods.insert(shared, amount);
+        }
     }
     // Stamped by Prometheus's wall clock.
     answer.at = clock::from_wall(answer.at);
@@ -432,6 +456,23 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_shares_the_keys_of_the_previous_one() {
+        let first =
+            per_pod(&[series(&[("namespace", "web"), ("pod", "a")], 0.5)], Resource::Cpu, &NameMap::default()).unwrap();
+        let second = per_pod(
+            &[series(&[("namespace", "web"), ("pod", "a")], 0.7), series(&[("namespace", "web"), ("pod", "b")], 0.1)],
+            Resource::Cpu,
+            &first.pods,
+        )
+        .unwrap();
+        let (old, _) = first.pods.get_key_value("web/a").unwrap();
+        let (new, &amount) = second.pods.get_key_value("web/a").unwrap();
+        assert!(Arc::ptr_eq(old, new), "web/a was copied, not shared");
+        assert_eq!(amount, 700);
+        assert_eq!(second.pods.get("web/b"), Some(&100));
+    }
+
+    #[test]
     fn series_become_amounts_per_pod_with_containers_added_up() {
         let answer = per_pod(
             &[
@@ -441,9 +482,10 @@ mod tests {
                 series(&[("namespace", "web"), ("pod", "odd")], f64::NAN),
             ],
             Resource::Cpu,
+            &NameMap::default(),
         )
         .unwrap();
-        let mut got: Vec<(&str, i64)> = answer.pods.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let mut got: Vec<(&str, i64)> = answer.pods.iter().map(|(k, v)| (&**k, *v)).collect();
         got.sort();
         assert_eq!(got, [("web/nginx-1", 301), ("web/nginx-2", 1500)], "cores as millicores, rounded up");
     }
@@ -454,19 +496,23 @@ mod tests {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"namespace":"web","pod":"nginx-1","container":"nginx","node":"n1"},"value":[1700000000,"0.25"]},
             {"metric":{"namespace":"web","pod":"nginx\u002d2"},"value":[1700000000,"0.5"]}]}}"#;
-        let answer = per_pod(&promql::parse_series(200, body.as_bytes()).unwrap(), Resource::Cpu).unwrap();
-        let mut got: Vec<(&str, i64)> = answer.pods.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let answer =
+            per_pod(&promql::parse_series(200, body.as_bytes()).unwrap(), Resource::Cpu, &NameMap::default()).unwrap();
+        let mut got: Vec<(&str, i64)> = answer.pods.iter().map(|(k, v)| (&**k, *v)).collect();
         got.sort();
         assert_eq!(got, [("web/nginx-1", 250), ("web/nginx-2", 500)]);
         let unlabelled = r#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"instance":"10.0.0.1:10250"},"value":[1700000000,"3"]}]}}"#;
-        let err = per_pod(&promql::parse_series(200, unlabelled.as_bytes()).unwrap(), Resource::Cpu).unwrap_err();
+        let err =
+            per_pod(&promql::parse_series(200, unlabelled.as_bytes()).unwrap(), Resource::Cpu, &NameMap::default())
+                .unwrap_err();
         assert!(matches!(&err, SampleError::BadResponse(m) if m.contains("sum by (namespace, pod)")), "{err}");
     }
 
     #[test]
     fn a_series_without_pod_labels_is_an_error_that_says_how_to_keep_them() {
-        let err = per_pod(&[series(&[("instance", "10.0.0.1:10250")], 3.0)], Resource::Memory).unwrap_err();
+        let err = per_pod(&[series(&[("instance", "10.0.0.1:10250")], 3.0)], Resource::Memory, &NameMap::default())
+            .unwrap_err();
         assert!(matches!(&err, SampleError::BadResponse(m) if m.contains("sum by (namespace, pod)")), "{err}");
     }
 
@@ -487,7 +533,7 @@ mod tests {
         let s = sampler(Duration::from_secs(30));
         let now = clock::now();
         let answer = |at: Duration, pods: &[(&str, i64)]| {
-            Ok(Answer { at, pods: pods.iter().map(|(k, v)| (k.to_string(), *v)).collect() })
+            Ok(Answer { at, pods: pods.iter().map(|(k, v)| (PodKey::from(*k), *v)).collect() })
         };
         s.record(&s.queries[0], answer(now, &[("web/a", 300), ("web/b", 700)]), now);
         s.record(&s.queries[1], answer(now - Duration::from_secs(31), &[("web/a", 1 << 28)]), now);
@@ -509,7 +555,7 @@ mod tests {
         let apply: ApplyFn = Box::new(move |u| seen.lock().unwrap().push(u.clone()));
         let s = sampler(Duration::from_secs(30)).with_apply(apply);
         let now = clock::now();
-        let answer = |milli: i64| Ok(Answer { at: now, pods: [("web/a".to_string(), milli)].into_iter().collect() });
+        let answer = |milli: i64| Ok(Answer { at: now, pods: [(PodKey::from("web/a"), milli)].into_iter().collect() });
         s.record(&s.queries[0], answer(300), now);
         s.publish(now);
         let first = s.usage(now);

@@ -88,7 +88,7 @@ fn measured(pod: &Pod, facts: &PodFacts, usage: &PodUsages) -> Option<Resources>
     if facts.foreign_batch {
         return None;
     }
-    usage.get(&pod.name).map(|u| {
+    usage.get(&*pod.name).map(|u| {
         Resources::new(
             u.cpu_millicores.unwrap_or(pod.requests.cpu_milli),
             u.memory_bytes.unwrap_or(0),

@@ -174,9 +174,9 @@ fn measured_usage_lands_on_its_pods_and_a_resource_left_unanswered_counts_as_req
     let mut s = ClusterState::from_objects(&[node("n1", "8")], &[nginx("a"), nginx("b"), nginx("c")]);
     let usage = Arc::new(
         [
-            ("web/a".to_string(), PodUsage { cpu_millicores: Some(300), memory_bytes: Some(5 << 20) }),
-            ("web/b".to_string(), PodUsage { cpu_millicores: None, memory_bytes: Some(7 << 20) }),
-            ("web/d".to_string(), PodUsage { cpu_millicores: Some(200), memory_bytes: Some(3 << 20) }),
+            ("web/a".into(), PodUsage { cpu_millicores: Some(300), memory_bytes: Some(5 << 20) }),
+            ("web/b".into(), PodUsage { cpu_millicores: None, memory_bytes: Some(7 << 20) }),
+            ("web/d".into(), PodUsage { cpu_millicores: Some(200), memory_bytes: Some(3 << 20) }),
         ]
         .into_iter()
         .collect(),
@@ -208,7 +208,7 @@ fn a_worker_holds_its_batch_request_and_another_systems_batch_pod_holds_none() {
     let requests = |s: &ClusterState, name: &str| s.snapshot.pods.iter().find(|p| p.name == name).unwrap().requests;
     assert_eq!(requests(&s, "ml/w-0").cpu_milli, 4000, "a worker holds its batch CPU");
     assert_eq!(requests(&s, "other/be-0"), Resources::ZERO, "a foreign batch pod holds nothing");
-    let usage = [("other/be-0".to_string(), PodUsage { cpu_millicores: Some(3500), memory_bytes: Some(1 << 30) })];
+    let usage = [("other/be-0".into(), PodUsage { cpu_millicores: Some(3500), memory_bytes: Some(1 << 30) })];
     s.set_usage(&Arc::new(usage.into_iter().collect()));
     assert_eq!(s.snapshot.pods.iter().find(|p| p.name == "other/be-0").unwrap().usage, None, "its use is not counted");
 }

@@ -28,6 +28,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Metric, Registry, Unit};
 use std::sync::atomic::AtomicU64;
 
+use crate::core::name_map::NameMap;
+use crate::core::pod_index::PodIndex;
 use crate::core::{Decision, PodClass, Reason, Resources, Snapshot};
 
 type Labels<const N: usize> = [(&'static str, String); N];
@@ -48,6 +50,7 @@ pub struct Metrics {
     sample_age: Family<Labels<2>, FloatGauge>,
     samples_stale: Family<Labels<2>, Counter>,
     decision_duration: Histogram,
+    decision_cpu: Histogram,
     watch_restarts: Family<Labels<1>, Counter>,
     leader: Gauge,
     reflectors_ready: Gauge,
@@ -79,7 +82,10 @@ type SyncFn = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 #[derive(Default)]
 struct Seen {
-    nodes: BTreeSet<String>,
+    /// Each node's residual capacity gauges, per resource of [`resource_values`] (a gauge clone
+    /// shares its value with the family's): found by name once per decision, not by three
+    /// owned labels per resource.
+    nodes: NameMap<String, [FloatGauge; 3]>,
     /// Nodes with `capacity: usage` series.
     usage_nodes: BTreeSet<String>,
     jobs: BTreeSet<String>,
@@ -137,6 +143,7 @@ impl Metrics {
             sample_age: Family::default(),
             samples_stale: Family::default(),
             decision_duration: Histogram::new(DECISION_BUCKETS),
+            decision_cpu: Histogram::new(DECISION_BUCKETS),
             watch_restarts: Family::default(),
             leader: Gauge::default(),
             reflectors_ready: Gauge::default(),
@@ -269,6 +276,14 @@ impl Metrics {
         );
         add(
             r,
+            DECISION_CPU_SECONDS,
+            "CPU time the deciding thread spent on one decision; below the decision's duration by \
+             what it waited for a CPU or the cluster state's lock",
+            Some("seconds"),
+            self.decision_cpu.clone(),
+        );
+        add(
+            r,
             WATCH_RESTARTS_TOTAL,
             "Watch failures after which a reflector restarted, by object kind",
             None,
@@ -379,6 +394,11 @@ impl Metrics {
         out
     }
 
+    /// The CPU time one decision's thread spent on it ([`DECISION_CPU_SECONDS`]).
+    pub fn observe_decision_cpu(&self, cpu: Duration) {
+        self.decision_cpu.observe(cpu.as_secs_f64());
+    }
+
     /// Records one decision made on `snap` in `took`: residual capacity per node and cluster,
     /// CPU allocation by class, training CPU on each service's nodes, per-job workers, targets
     /// and bounds, new intents by reason, and the decision duration. Nodes, services and jobs no
@@ -400,28 +420,29 @@ impl Metrics {
         }
         seen.intents = intents;
 
-        let nodes: BTreeSet<String> = decision.nodes.iter().map(|n| n.node.clone()).collect();
-        for gone in seen.nodes.difference(&nodes) {
+        let labels = |node: &str, resource: &str, unit: &str| {
+            [("node", node.to_string()), ("resource", resource.to_string()), ("unit", unit.to_string())]
+        };
+        let current: NameMap<&str, ()> = decision.nodes.iter().map(|n| (n.node.as_str(), ())).collect();
+        let gone: Vec<String> = seen.nodes.keys().filter(|k| !current.contains_key(k.as_str())).cloned().collect();
+        for gone in gone {
+            seen.nodes.remove(&gone);
             for (resource, unit, _) in resource_values(&Resources::ZERO) {
-                self.node_capacity.remove(&[
-                    ("node", gone.clone()),
-                    ("resource", resource.to_string()),
-                    ("unit", unit.to_string()),
-                ]);
+                self.node_capacity.remove(&labels(&gone, resource, unit));
             }
         }
         for n in &decision.nodes {
-            for (resource, unit, v) in resource_values(&n.training_room.clamp_non_negative()) {
-                self.node_capacity
-                    .get_or_create(&[
-                        ("node", n.node.clone()),
-                        ("resource", resource.to_string()),
-                        ("unit", unit.to_string()),
-                    ])
-                    .set(v);
+            if !seen.nodes.contains_key(n.node.as_str()) {
+                let gauges = resource_values(&Resources::ZERO).map(|(resource, unit, _)| {
+                    self.node_capacity.get_or_create(&labels(&n.node, resource, unit)).clone()
+                });
+                seen.nodes.insert(n.node.clone(), gauges);
+            }
+            let gauges = &seen.nodes[n.node.as_str()];
+            for (gauge, (_, _, v)) in gauges.iter().zip(resource_values(&n.training_room.clamp_non_negative())) {
+                gauge.set(v);
             }
         }
-        seen.nodes = nodes;
         for (resource, unit, v) in resource_values(&decision.training_room()) {
             self.cluster_capacity
                 .get_or_create(&[("resource", resource.to_string()), ("unit", unit.to_string())])
@@ -437,7 +458,7 @@ impl Metrics {
             self.cpu_ratio.get_or_create(&label).set(ratio);
         }
 
-        let training_cpu = training_cpu_by_service(snap);
+        let training_cpu = training_cpu_by_service(snap, &decision.index);
         let services: BTreeSet<String> = training_cpu.keys().cloned().collect();
         for gone in seen.services.difference(&services) {
             self.service_training_cpu.remove(&[("service", gone.clone())]);
@@ -447,7 +468,7 @@ impl Metrics {
         }
         seen.services = services;
 
-        self.observe_waiting(&mut seen, snap);
+        self.observe_waiting(&mut seen, snap, &decision.index);
         self.usage.observe(decision, snap, &mut seen.usage_nodes);
 
         let jobs: BTreeSet<String> = snap.jobs.iter().map(|j| j.name.clone()).collect();
@@ -458,16 +479,15 @@ impl Metrics {
             self.job_max.remove(&[("job", gone.clone())]);
         }
         // Bound, non-terminating workers per job, in one pass over the pods.
-        let mut running: BTreeMap<&str, i64> = snap.jobs.iter().map(|j| (j.name.as_str(), 0)).collect();
-        for p in &snap.pods {
-            if let (PodClass::Worker { job }, Some(_), false) = (&p.class, &p.node, p.terminating()) {
-                if let Some(n) = running.get_mut(&**job) {
-                    *n += 1;
+        let mut running = vec![0_i64; snap.jobs.len()];
+        for (p, pod) in snap.pods.iter().enumerate() {
+            if let (PodClass::Worker { .. }, Some(_), false) = (&pod.class, &pod.node, pod.terminating()) {
+                if let Some(j) = decision.index.owner_of(p) {
+                    running[j] += 1;
                 }
             }
         }
-        for job in &snap.jobs {
-            let running = running.get(job.name.as_str()).copied().unwrap_or(0);
+        for (job, &running) in snap.jobs.iter().zip(&running) {
             let target = decision.intents.iter().find(|i| i.job == job.name).map_or(job.target_workers, |i| i.target);
             let label = [("job", job.name.clone())];
             self.job_workers.get_or_create(&label).set(running);
@@ -483,18 +503,22 @@ impl Metrics {
     /// last decision (counted at the previous decision's count: a pod that appears and binds
     /// between two decisions is not seen). Every service, configured or with online pods, has a
     /// series from the start.
-    fn observe_waiting(&self, seen: &mut Seen, snap: &Snapshot) {
-        let mut waiting: BTreeMap<String, u32> = snap.services.iter().map(|s| (s.name.clone(), 0)).collect();
-        for pod in &snap.pods {
+    fn observe_waiting(&self, seen: &mut Seen, snap: &Snapshot, index: &PodIndex) {
+        let mut counts = vec![0_u32; snap.services.len()];
+        // Services online pods name that the snapshot has not, by name.
+        let mut others: BTreeMap<String, u32> = BTreeMap::new();
+        for (p, pod) in snap.pods.iter().enumerate() {
             if let PodClass::Online { service } = &pod.class {
                 let waits = u32::from(pod.node.is_none() && !pod.terminating());
-                match waiting.get_mut(&**service) {
-                    Some(n) => *n += waits,
-                    None => {
-                        waiting.insert(service.to_string(), waits);
-                    }
+                match index.owner_of(p) {
+                    Some(s) => counts[s] += waits,
+                    None => *others.entry(service.to_string()).or_default() += waits,
                 }
             }
+        }
+        let mut waiting = others;
+        for (s, n) in snap.services.iter().zip(counts) {
+            *waiting.entry(s.name.clone()).or_default() += n;
         }
         let elapsed = seen.waiting_at.map_or(0.0, |t| snap.now.saturating_sub(t).as_secs_f64());
         for (service, before) in &seen.waiting {
@@ -687,29 +711,31 @@ fn cpu_allocation(snap: &Snapshot) -> [i64; 4] {
 /// Per service (every service of the snapshot, and any a bound online pod belongs to): CPU
 /// millicores requested by bound, non-terminating workers on the nodes that host the service's
 /// bound pods, each node counted once. Masters are left out: the latency guard shrinks workers.
-fn training_cpu_by_service(snap: &Snapshot) -> BTreeMap<String, i64> {
-    let mut nodes_of: BTreeMap<String, BTreeSet<&str>> =
-        snap.services.iter().map(|s| (s.name.clone(), BTreeSet::new())).collect();
-    let mut workers_on: BTreeMap<&str, i64> = BTreeMap::new();
-    for pod in &snap.pods {
-        let Some(node) = pod.node.as_deref() else { continue };
+/// Nodes are the snapshot's (those colocate manages), found by the decision's pod index: at
+/// 1,000 nodes a lookup by name per pod took longer than the decision itself.
+fn training_cpu_by_service(snap: &Snapshot, index: &PodIndex) -> BTreeMap<String, i64> {
+    let mut workers_on = vec![0_i64; snap.nodes.len()];
+    let mut nodes_of: Vec<Vec<usize>> = vec![Vec::new(); snap.services.len()];
+    // Services bound online pods name that the snapshot has not, by name.
+    let mut others: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (p, pod) in snap.pods.iter().enumerate() {
+        let Some(n) = index.node_of(p) else { continue };
         match &pod.class {
-            PodClass::Online { service } => match nodes_of.get_mut(&**service) {
-                Some(nodes) => {
-                    nodes.insert(node);
-                }
-                None => {
-                    nodes_of.insert(service.to_string(), BTreeSet::from([node]));
-                }
+            PodClass::Online { service } => match index.owner_of(p) {
+                Some(s) => nodes_of[s].push(n),
+                None => others.entry(service.to_string()).or_default().push(n),
             },
-            PodClass::Worker { .. } if !pod.terminating() => {
-                *workers_on.entry(node).or_default() += pod.requests.cpu_milli
-            }
+            PodClass::Worker { .. } if !pod.terminating() => workers_on[n] += pod.requests.cpu_milli,
             _ => {}
         }
     }
-    nodes_of
-        .into_iter()
-        .map(|(service, nodes)| (service, nodes.iter().filter_map(|n| workers_on.get(n)).sum()))
+    let named = snap.services.iter().map(|s| s.name.clone()).zip(nodes_of);
+    named
+        .chain(others)
+        .map(|(service, mut nodes)| {
+            nodes.sort_unstable();
+            nodes.dedup();
+            (service, nodes.iter().map(|&n| workers_on[n]).sum())
+        })
         .collect()
 }
