@@ -177,22 +177,21 @@ impl UsageMetrics {
             return;
         }
 
-        // Pods name their node by one shared copy of its name: found by that copy's address,
-        // and by name only the first time.
-        let index: NameMap<&str, usize> = snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-        let mut by_copy: NameMap<*const u8, Option<usize>> = NameMap::default();
         let mut uses: Vec<NodeUse> = snap.nodes.iter().map(|_| NodeUse::default()).collect();
         let mut by_class = [0i64; 3];
-        for pod in &snap.pods {
-            let Some(node) = pod.node.as_deref() else { continue };
+        for (p, pod) in snap.pods.iter().enumerate() {
+            if pod.node.is_none() {
+                continue;
+            }
             let cpu = pod.usage.map_or(pod.requests.cpu_milli, |u| u.cpu_milli);
             by_class[match pod.class {
                 PodClass::System => 0,
                 PodClass::Online { .. } => 1,
                 PodClass::Worker { .. } | PodClass::Master { .. } => 2,
             }] += cpu;
-            let slot = *by_copy.entry(node.as_ptr()).or_insert_with(|| index.get(node).copied());
-            let Some(u) = slot.map(|i| &mut uses[i]) else { continue };
+            // The node's position, as the decision's pod index found it (none for a node the
+            // snapshot does not have).
+            let Some(u) = decision.index.node_of(p).map(|i| &mut uses[i]) else { continue };
             u.cpu_usage += cpu;
             u.cpu_allocation += pod.requests.cpu_milli;
             if matches!(pod.class, PodClass::Worker { .. }) {
