@@ -6,6 +6,7 @@ pub mod axis;
 pub mod chart;
 pub mod chart_series;
 pub mod cluster;
+mod cpu_share;
 mod deployment;
 pub mod engine;
 pub mod explain;

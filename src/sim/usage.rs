@@ -4,35 +4,13 @@
 //! Workers with `cpu` requests get them (the kernel's shares guarantee a request); BestEffort
 //! workers get only what the node's other pods leave (cpu.shares 2 against 1024 per requested
 //! CPU: in effect, strict priority), and a synchronous job trains at the pace of its slowest
-//! worker. Memory is used as requested; where online pods and BestEffort workers together need
+//! worker (see `cpu_share`). Memory is used as requested; where online pods and BestEffort workers together need
 //! more than a node has, the kubelet evicts BestEffort workers, newest first.
 
 use super::cluster::PodKind;
+use super::cpu_share::{share_cpu, BestEffortWorker, NodeCapacity, NodeCpu};
 use super::engine::World;
 use super::service::utilization;
-
-/// CPU on one node over a step, in cores.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NodeCpu {
-    /// Online and system pods' use (what the node can serve of it).
-    pub online_system: f64,
-    /// Workers' use: their requests, and what BestEffort workers get.
-    pub workers: f64,
-    /// What BestEffort workers ask for and what they get.
-    pub best_effort_asked: f64,
-    pub best_effort_got: f64,
-}
-
-impl NodeCpu {
-    /// The fraction of what they ask for that BestEffort workers here get.
-    fn best_effort_share(&self) -> f64 {
-        if self.best_effort_asked > 0.0 {
-            self.best_effort_got / self.best_effort_asked
-        } else {
-            1.0
-        }
-    }
-}
 
 impl World<'_> {
     /// Per node, the CPU its pods use now; per job, the pace its workers train at.
@@ -46,7 +24,6 @@ impl World<'_> {
             .collect();
         let mut online = vec![0.0; self.cluster.nodes.len()];
         let mut guaranteed = vec![0.0; self.cluster.nodes.len()];
-        let mut asked = vec![0.0; self.cluster.nodes.len()];
         for p in self.cluster.pods.values() {
             let Some(n) = p.node else { continue };
             match p.kind {
@@ -55,40 +32,32 @@ impl World<'_> {
                     online[n] += per_replica[service] * p.requests.cpu_cores();
                 }
                 PodKind::Online { .. } => {}
-                PodKind::Worker { .. } => {
-                    guaranteed[n] += p.requests.cpu_cores();
-                    asked[n] += p.batch.cpu_cores();
-                }
+                PodKind::Worker { .. } => guaranteed[n] += p.requests.cpu_cores(),
             }
         }
-        let nodes: Vec<NodeCpu> = self
+        let capacity: Vec<NodeCapacity> = self
             .cluster
             .nodes
             .iter()
             .enumerate()
-            .map(|(n, node)| {
-                let cores = node.allocatable.cpu_cores();
-                // Requests are guaranteed: online pods beyond theirs take only what is idle.
-                let online_system = online[n].min((cores - guaranteed[n]).max(0.0));
-                let left = (cores - online_system - guaranteed[n]).max(0.0);
-                let got = asked[n].min(left);
-                NodeCpu {
-                    online_system,
-                    workers: guaranteed[n] + got,
-                    best_effort_asked: asked[n],
-                    best_effort_got: got,
-                }
+            .map(|(n, node)| NodeCapacity {
+                cores: node.allocatable.cpu_cores(),
+                online: online[n],
+                guaranteed: guaranteed[n],
             })
             .collect();
-        let mut pace = vec![1.0_f64; self.jobs.len()];
-        for p in self.cluster.pods.values() {
-            if let (PodKind::Worker { job }, Some(n), None) = (p.kind, p.node, p.leaving_at) {
-                if !p.batch.is_zero() {
-                    pace[job] = pace[job].min(nodes[n].best_effort_share());
+        let workers: Vec<BestEffortWorker> = self
+            .cluster
+            .pods
+            .values()
+            .filter_map(|p| match (p.kind, p.node) {
+                (PodKind::Worker { job }, Some(node)) if !p.batch.is_zero() => {
+                    Some(BestEffortWorker { node, job, asked: p.batch.cpu_cores(), leaving: p.leaving_at.is_some() })
                 }
-            }
-        }
-        (nodes, pace)
+                _ => None,
+            })
+            .collect();
+        share_cpu(&capacity, &workers, self.jobs.len())
     }
 
     /// The kubelet's memory eviction: on a node whose pods need more memory than it has,
