@@ -84,6 +84,7 @@ pub fn refusals() -> Vec<Refusal> {
         ("latency_slack_hold", "1.5", "[-1, 1]"),
         ("latency_slack_shrink", "-2", "[-1, 1]"),
         ("latency_shrink_fraction", "1.5", "[0, 1]"),
+        ("usage_latency_shrink_fraction", "-0.5", "[0, 1]"),
     ] {
         cases.push(setting(&format!("controller.{key}"), bad, &format!("{bad} is outside {range}")));
     }

@@ -25,6 +25,7 @@ grow_min_gain: [0, 10]
 latency_slack_hold: [-1, 1]
 latency_slack_shrink: [-1, 1]
 latency_shrink_fraction: [0, 1]
+usage_latency_shrink_fraction: [0, 1]
 grow_max_step: [1, 4294967295]
 latency_guard_max_steps: [0, 4294967295]
 {{- end }}

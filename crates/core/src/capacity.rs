@@ -2,10 +2,16 @@
 //! the HPA will add (decided or implied by its metric), and the safety margin.
 //!
 //! In `capacity: requests` a pod holds what it requests. In `capacity: usage` an online or
-//! system pod holds the CPU it uses (grown by its service's load trend over the release lead),
-//! never less memory than it requests (the kernel cannot take memory back, and the scheduler
-//! places online pods by their memory requests, blind to what workers use), and its request
-//! where no usage is known; pods still to come hold what they will use at their HPA's target.
+//! system pod holds the CPU it uses, never less memory than it requests (the kernel cannot take
+//! memory back, and the scheduler places online pods by their memory requests, blind to what
+//! workers use), and its request where no usage is known; pods still to come hold their memory,
+//! and CPU only where their service's usage is not known.
+//!
+//! No CPU is held ahead for load growth in usage mode: BestEffort workers give CPU back the
+//! moment an online pod wants it (the kernel's shares), so growth that comes costs training
+//! only the pace it loses until the next sample shrinks it, while CPU held for growth that does
+//! not come (a load trend extrapolated from a noisy second) is idle for as long as it is held.
+//! A replica the HPA adds takes a share of load the pods there are already use.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -55,10 +61,9 @@ pub struct OnlineNeed {
     pub because: String,
     /// Its load is rising: more pods are likely to follow the ones reserved for.
     pub rising: bool,
-    /// Factor its load is expected to grow by within the release lead (1 when flat, or unknown).
-    pub trend: f64,
-    /// `capacity: usage`: what one replica still to come will use: its CPU request at the HPA's
-    /// target utilization (where the HPA brings its pods), all of its memory request.
+    /// `capacity: usage`: what one replica still to come holds where its service's usage is not
+    /// known: its CPU request at the HPA's target utilization (where the HPA brings its pods),
+    /// all of its memory request.
     pub replica_usage: Resources,
 }
 
@@ -105,7 +110,6 @@ pub fn online_needs(
     for (svc, c) in snap.services.iter().zip(counts.known.iter().copied()) {
         let mut expected = c.bound + c.pending;
         let mut rising = false;
-        let mut trend: f64 = 1.0;
         let mut because = if c.pending > 0 { format!("{} pending pods", c.pending) } else { String::new() };
         if let Some(h) = &svc.hpa {
             let desired = h.desired_replicas.clamp(h.min_replicas, h.max_replicas.max(h.min_replicas));
@@ -124,7 +128,6 @@ pub fn online_needs(
             };
             if let Some(g) = hpa_growth(svc, h, c.ready, snap.now, learned, lead, config) {
                 rising = g.rising;
-                trend = g.trend.max(1.0);
                 if let Some(r) = g.replicas.filter(|r| *r > expected) {
                     expected = r;
                     because = g.because;
@@ -159,7 +162,6 @@ pub fn online_needs(
             headroom,
             because,
             rising,
-            trend,
             replica_usage,
         });
     }
@@ -176,7 +178,6 @@ pub fn online_needs(
             headroom: 0,
             because: format!("{} pending pods", c.pending),
             rising: false,
-            trend: 1.0,
             replica_usage: req,
         });
     }
@@ -210,8 +211,8 @@ pub fn node_rooms(
     // the pod index, not by hashing its name (30,000 online pods at 1,000 nodes).
     let need_at: NameMap<&str, usize> = needs.iter().enumerate().map(|(k, n)| (n.service.as_str(), k)).collect();
     let need_of: Vec<Option<usize>> = snap.services.iter().map(|s| need_at.get(s.name.as_str()).copied()).collect();
-    // Per need, in usage mode: what its service's pods hold and will use.
-    let mut in_use: Vec<ServiceUse> = needs.iter().map(|_| ServiceUse::default()).collect();
+    // Per need, in usage mode: whether its service's usage is known.
+    let mut measured = vec![false; needs.len()];
     // Per node, in usage mode: CPU its online and system pods request and do not use (what usage
     // reclaims), the most the CPU margin takes there.
     let mut reclaimed = vec![0_i64; rooms.len()];
@@ -233,8 +234,10 @@ pub fn node_rooms(
                 PodClass::Online { .. } => index.owner_of(p).and_then(|s| need_of[s]),
                 _ => None,
             };
-            let trend = need.map_or(1.0, |k| needs[k].trend);
-            let held = held_in_use(pod, trend, need.map(|k| &mut in_use[k]));
+            let held = held_in_use(pod);
+            if let (Some(k), Some(_)) = (need, pod.usage) {
+                measured[k] = true;
+            }
             room.training_room -= held;
             reclaimed[i] += (pod.requests.cpu_milli - held.cpu_milli).max(0);
         } else if !worker {
@@ -255,20 +258,17 @@ pub fn node_rooms(
     let mut spread = SpreadIndex::new(&rooms);
     // Pods coming first, for every service; standing headroom only in the room left after
     // them, so one service's optional room never displaces another's pods.
-    // What a replica still to come will use: in usage mode, its share of the growth its
-    // service's pods are not already held for (their usage grown by the trend, up to their
-    // request), at most its request at the HPA's target; its requests otherwise.
+    // What a replica still to come holds: its requests in requests mode; in usage mode its
+    // memory, and its CPU at the HPA's target only where its service's usage is not known (where
+    // it is, the new pod shares the load its service's pods already use).
     let to_come = |need: &OnlineNeed| {
         if !usage_mode {
             return need.replica;
         }
-        let k = need_at[need.service.as_str()];
-        match &in_use[k] {
-            u if u.measured && need.missing() > 0 => {
-                let growth = (u.forecast - u.held).max(0) / i64::from(need.missing());
-                Resources { cpu_milli: growth.min(need.replica_usage.cpu_milli), ..need.replica_usage }
-            }
-            _ => need.replica_usage,
+        if measured[need_at[need.service.as_str()]] {
+            Resources { cpu_milli: 0, ..need.replica_usage }
+        } else {
+            need.replica_usage
         }
     };
     for need in needs {
@@ -317,38 +317,15 @@ pub fn node_rooms(
 }
 
 /// A service's pods' CPU in `capacity: usage`, in millicores.
-#[derive(Default)]
-struct ServiceUse {
-    /// What its pods are held for (see [`held_in_use`]).
-    held: i64,
-    /// What they will use if its load grows by its trend.
-    forecast: i64,
-    /// Some pod's usage is known.
-    measured: bool,
-}
-
-/// What an online or system pod holds of its node in `capacity: usage`: the CPU it uses, grown
-/// by its service's load `trend` (a load balancer sends new load to the pods there are) up to
-/// its request (beyond it, the HPA adds pods, which take the rest), and never less memory than
-/// it requests; its requests where no usage is known. Adds an online pod's share to its
-/// service's `in_use`.
-fn held_in_use(pod: &super::snapshot::Pod, trend: f64, in_use: Option<&mut ServiceUse>) -> Resources {
-    let Some(usage) = pod.usage else {
-        if let Some(u) = in_use {
-            u.held += pod.requests.cpu_milli;
-            u.forecast += pod.requests.cpu_milli;
-        }
-        return pod.requests;
-    };
-    let used = usage.cpu_milli.max(0);
-    let forecast = (used as f64 * trend).ceil() as i64;
-    let cpu = used.max(forecast.min(pod.requests.cpu_milli));
-    if let Some(u) = in_use {
-        u.held += cpu;
-        u.forecast += forecast;
-        u.measured = true;
+/// What an online or system pod holds of its node in `capacity: usage`: the CPU it uses and
+/// never less memory than it requests; its requests where no usage is known.
+fn held_in_use(pod: &super::snapshot::Pod) -> Resources {
+    let Some(usage) = pod.usage else { return pod.requests };
+    Resources {
+        cpu_milli: usage.cpu_milli.max(0),
+        memory_bytes: usage.memory_bytes.max(pod.requests.memory_bytes),
+        gpu: pod.requests.gpu,
     }
-    Resources { cpu_milli: cpu, memory_bytes: usage.memory_bytes.max(pod.requests.memory_bytes), gpu: pod.requests.gpu }
 }
 
 /// Whether worker `p` is a scheduler's victim that holds its node past the time a release of

@@ -71,6 +71,12 @@ pub struct Config {
     /// Fraction of training CPU on a service's nodes released per latency-guard step; 0 turns
     /// the guard's shrinks off (it still holds growth while the slack is low).
     pub latency_shrink_fraction: f64,
+    /// `capacity: usage`: the guard's shrink fraction there (`latency_shrink_fraction` is
+    /// requests mode's). 0 by default: BestEffort workers get CPU only when online pods leave it
+    /// idle, so a shrink frees no CPU a service can use and the guard only holds growth. Set it
+    /// where a service suffers from what busy workers do beyond CPU time (caches, memory
+    /// bandwidth).
+    pub usage_latency_shrink_fraction: f64,
     /// Most latency-guard shrinks in one episode of low slack; if latency has not recovered by
     /// then, training is not what hurts it and the guard only holds growth.
     pub latency_guard_max_steps: u32,
@@ -120,6 +126,7 @@ impl Default for Config {
             latency_slack_hold: 0.1,
             latency_slack_shrink: 0.0,
             latency_shrink_fraction: 0.25,
+            usage_latency_shrink_fraction: 0.0,
             latency_guard_max_steps: 2,
             latency_guard_interval: Duration::from_secs(15),
             latency_window: Duration::from_secs(15),
@@ -181,6 +188,7 @@ impl Config {
         fraction("latency_slack_hold", self.latency_slack_hold, -1.0, 1.0)?;
         fraction("latency_slack_shrink", self.latency_slack_shrink, -1.0, 1.0)?;
         fraction("latency_shrink_fraction", self.latency_shrink_fraction, 0.0, 1.0)?;
+        fraction("usage_latency_shrink_fraction", self.usage_latency_shrink_fraction, 0.0, 1.0)?;
         if self.latency_slack_shrink > self.latency_slack_hold {
             return Err(ConfigError {
                 key: "latency_slack_shrink",

@@ -2,7 +2,7 @@
 //! the nodes that host it; when the slack is gone, training there shrinks step by step.
 
 use super::capacity::{NodeRoom, OnlineNeed};
-use super::config::Config;
+use super::config::{CapacityMode, Config};
 use super::damping::Memory;
 use super::intent::Reason;
 use super::pod_index::PodIndex;
@@ -37,6 +37,10 @@ pub fn apply_latency_guard(
             _ => {}
         }
     }
+    let shrink_fraction = match config.capacity {
+        CapacityMode::Requests => config.latency_shrink_fraction,
+        CapacityMode::Usage => config.usage_latency_shrink_fraction,
+    };
     for (svc, nodes) in snap.services.iter().zip(&hosts) {
         // Noted at every decision, whatever the latency says now, so the window counts from
         // the scale-up's last moment.
@@ -57,7 +61,7 @@ pub fn apply_latency_guard(
                 let any_training = nodes.iter().any(|&i| !training_on[i].is_zero());
                 // A fraction of 0 turns the guard's shrinks off (it still holds growth).
                 let may = any_training
-                    && config.latency_shrink_fraction > 0.0
+                    && shrink_fraction > 0.0
                     && memory.guard_may_shrink(&svc.name, snap.now, config);
                 (may, format!("latency guard: {} p99 slack {s:.2} below {:.2}", svc.name, config.latency_slack_shrink))
             }
@@ -81,11 +85,11 @@ pub fn apply_latency_guard(
         if !shrink {
             continue;
         }
-        // Release `latency_shrink_fraction` of the training CPU on the service's nodes, taken
+        // Release `shrink_fraction` of the training CPU on the service's nodes, taken
         // from the most loaded nodes first: a per-node fraction would release every worker of
         // a node that holds only one.
         let total: i64 = hosts.iter().map(|&i| training_on[i].cpu_milli).sum();
-        let mut goal = ((total as f64 * config.latency_shrink_fraction).ceil() as i64).max(1);
+        let mut goal = ((total as f64 * shrink_fraction).ceil() as i64).max(1);
         hosts.sort_by_key(|&i| (std::cmp::Reverse(training_on[i].cpu_milli), i));
         for i in hosts {
             if goal <= 0 || training_on[i].cpu_milli == 0 {

@@ -575,7 +575,6 @@ fn online_reservations_land_where_the_linear_spread_rule_puts_them() {
                         headroom: rng.below(3) as u32,
                         because: "test".into(),
                         rising: false,
-                        trend: 1.0,
                         replica_usage: replica,
                     }
                 })

@@ -96,25 +96,26 @@ fn workers_hold_no_scheduler_room_and_coming_pods_hold_what_they_will_use() {
     assert_no_intents(&d);
 }
 
-/// A rising load grows the usage of the pods serving it before the HPA adds any: training's
-/// room on the nodes of that service shrinks by the forecast growth, and only there.
+/// A rising load holds no CPU ahead in usage mode: BestEffort workers give CPU back the moment
+/// the service's pods use it, so the batch capacity follows what they use now, and the
+/// replicas the rising load implies hold their memory only.
 #[test]
-fn a_rising_load_lowers_batch_capacity_on_the_services_nodes_only() {
+fn a_rising_load_holds_memory_ahead_but_no_cpu() {
     let w = res(1000, 1);
     let mut svc = service_with_hpa("web", res(4000, 4), 1, 1);
     let h = svc.hpa.as_mut().unwrap();
     h.metric = Some(HpaMetric { current: 0.5, target: 0.6 });
-    // 100 -> 150 requests/s over 30 s: x1.5 over the trend window, extrapolated over the lead.
-    svc.load = (0..=6).map(|k| Sample { at: secs(70 + 5 * k), value: 100.0 + 50.0 * k as f64 / 6.0 }).collect();
+    // 100 -> 200 requests/s over 30 s: the trend implies more replicas within the lead.
+    svc.load = (0..=6).map(|k| Sample { at: secs(70 + 5 * k), value: 100.0 + 100.0 * k as f64 / 6.0 }).collect();
     let pods = vec![using(online("web-0", "web", "n1", res(4000, 4)), 2000, 4)];
     let s = snap(100, vec![node("n1", 8000, 32), node("n2", 8000, 32)], pods, vec![svc], vec![job("a", w, 1, 16, 0)]);
     let d = decide_once(usage(), &s);
-    let trend = need(&d, "web").trend;
-    assert!(trend > 1.0, "the load rises: {trend}");
-    let n1 = node_cap(&d, "n1").batch.unwrap();
-    let expected = 8000 - (2000.0 * trend).ceil() as i64;
-    assert_eq!(n1.cpu_milli, expected);
-    assert_eq!(node_cap(&d, "n2").batch.unwrap().cpu_milli, 8000);
+    let coming = need(&d, "web").missing();
+    assert!(coming > 0, "the rising load implies replicas to come");
+    let (n1, n2) = (node_cap(&d, "n1").batch.unwrap(), node_cap(&d, "n2").batch.unwrap());
+    // All CPU but what web-0 uses; all memory but web-0's 4 GiB and 4 GiB per replica to come.
+    assert_eq!(n1.cpu_milli + n2.cpu_milli, 16_000 - 2000);
+    assert_eq!(n1.memory_bytes + n2.memory_bytes, 64 * GI - 4 * GI - i64::from(coming) * 4 * GI);
 }
 
 /// The node carries what it was last written; a rise within the threshold is not written, and
@@ -173,4 +174,33 @@ fn requests_mode_ignores_usage() {
     let without = decide_once(eager(), &idle_request(None));
     assert_eq!(with.intents, without.intents);
     assert_eq!(with.nodes, without.nodes);
+}
+
+/// n1: web-0 using 1 CPU beside four BestEffort workers of job a; web's p99 is 120 ms (slack
+/// -0.2), with no scale-up to explain it.
+fn violated_beside_best_effort(now: u64) -> Snapshot {
+    let w = res(1000, 1);
+    let mut s = snap(
+        now,
+        vec![node("n1", 8000, 32)],
+        [vec![using(online("web-0", "web", "n1", res(1000, 1)), 1000, 1)], workers("a", "n1", 0..4, w)].concat(),
+        vec![service_with_p99("web", res(1000, 1), Some(120))],
+        vec![job("a", w, 1, 4, 4)],
+    );
+    s.nodes[0].batch = Some(res(7000, 31));
+    s
+}
+
+/// BestEffort workers get CPU only when online pods leave it idle: a guard shrink frees none
+/// for the service, so in usage mode the guard holds growth and shrinks only where
+/// `usage_latency_shrink_fraction` asks it to.
+#[test]
+fn the_latency_guard_shrinks_best_effort_workers_only_when_configured() {
+    let mut core = Core::new(usage());
+    assert_no_intents(&core.decide(&violated_beside_best_effort(100)));
+    assert_no_intents(&core.decide(&violated_beside_best_effort(115)));
+    let mut core = Core::new(Config { usage_latency_shrink_fraction: 0.25, ..usage() });
+    let d = core.decide(&violated_beside_best_effort(100));
+    let i = the_intent(&d, "a");
+    assert_eq!((i.from, i.target, i.reason), (4, 3, Reason::LatencyGuard));
 }
