@@ -52,7 +52,7 @@ impl World<'_> {
         }
         let allocatable = self.cluster.allocatable();
         row.allocation = (row.system_cpu + row.online_cpu + row.training_cpu - batch_cpu) / allocatable.cpu_cores();
-        let (nodes, pace) = self.cpu_use();
+        let (nodes, pace) = self.cpu_use(dt);
         let used: f64 = nodes.iter().map(|n| n.online_system + n.workers).sum();
         row.cpu_usage = used / allocatable.cpu_cores();
         acc.best_effort_asked += nodes.iter().map(|n| n.best_effort_asked).sum::<f64>() * dt;

@@ -189,6 +189,17 @@ impl SimJob {
         self.spec.throughput_per_worker * f64::from(n).powf(self.spec.scaling_efficiency)
     }
 
+    /// The fraction of the step from `now` to `now + dt` the job trains in: 0 unless it runs with
+    /// at least `min_workers`, and not while a membership change pauses it. Its workers use CPU
+    /// only then: a paused job's workers wait in rendezvous or restore a checkpoint.
+    pub fn training_fraction(&self, now: f64, dt: f64) -> f64 {
+        let n = self.active_workers();
+        if self.phase != Phase::Running || n < self.spec.min_workers || n == 0 || dt <= 0.0 {
+            return 0.0;
+        }
+        ((now + dt - self.paused_until.max(now)) / dt).clamp(0.0, 1.0)
+    }
+
     /// Trains for `dt` seconds from `now` at `speed` (the fraction of the CPU its workers
     /// request that the slowest of them gets: a synchronous step waits for the slowest);
     /// returns samples processed. Completes the job when its work is done (the completion
@@ -203,7 +214,7 @@ impl SimJob {
             return 0.0;
         }
         let start = self.paused_until.max(now);
-        let usable = (now + dt - start).max(0.0);
+        let usable = self.training_fraction(now, dt) * dt;
         let rate = self.rate(n) * speed;
         if now - self.checkpoint_at >= self.spec.checkpoint_interval.as_secs_f64() {
             self.checkpoint = self.progress;

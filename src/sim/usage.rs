@@ -13,8 +13,10 @@ use super::engine::World;
 use super::service::utilization;
 
 impl World<'_> {
-    /// Per node, the CPU its pods use now; per job, the pace its workers train at.
-    pub(super) fn cpu_use(&self) -> (Vec<NodeCpu>, Vec<f64>) {
+    /// Per node, the CPU its pods use over the step of `dt` seconds from now; per job, the pace
+    /// its workers train at.
+    pub(super) fn cpu_use(&self, dt: f64) -> (Vec<NodeCpu>, Vec<f64>) {
+        let training: Vec<f64> = self.jobs.iter().map(|j| j.training_fraction(self.now, dt)).collect();
         let spec = &self.scenario.spec;
         let per_replica: Vec<f64> = (0..spec.services.len())
             .map(|s| {
@@ -24,6 +26,7 @@ impl World<'_> {
             .collect();
         let mut online = vec![0.0; self.cluster.nodes.len()];
         let mut guaranteed = vec![0.0; self.cluster.nodes.len()];
+        let mut guaranteed_used = vec![0.0; self.cluster.nodes.len()];
         for p in self.cluster.pods.values() {
             let Some(n) = p.node else { continue };
             match p.kind {
@@ -32,7 +35,10 @@ impl World<'_> {
                     online[n] += per_replica[service] * p.requests.cpu_cores();
                 }
                 PodKind::Online { .. } => {}
-                PodKind::Worker { .. } => guaranteed[n] += p.requests.cpu_cores(),
+                PodKind::Worker { job } => {
+                    guaranteed[n] += p.requests.cpu_cores();
+                    guaranteed_used[n] += p.requests.cpu_cores() * training[job];
+                }
             }
         }
         let capacity: Vec<NodeCapacity> = self
@@ -44,6 +50,7 @@ impl World<'_> {
                 cores: node.allocatable.cpu_cores(),
                 online: online[n],
                 guaranteed: guaranteed[n],
+                guaranteed_used: guaranteed_used[n],
             })
             .collect();
         let workers: Vec<BestEffortWorker> = self
@@ -57,7 +64,7 @@ impl World<'_> {
                 _ => None,
             })
             .collect();
-        share_cpu(&capacity, &workers, self.jobs.len())
+        share_cpu(&capacity, &workers, &training)
     }
 
     /// The kubelet's memory eviction: on a node whose pods need more memory than it has,
