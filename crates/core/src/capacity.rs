@@ -39,6 +39,10 @@ pub struct NodeRoom {
     pub reserved: Resources,
     /// What training may hold here after every reservation and the margin.
     pub training_room: Resources,
+    /// `capacity: usage`: CPU (millicores) by which the workers kept here may exceed
+    /// `training_room` before they are released (`Config::usage_cpu_overcommit`); new workers
+    /// go only into `training_room`.
+    pub keep_cpu_slack: i64,
     /// Latency guard: no new workers here.
     pub hold_growth: bool,
     /// Why room is short here, for the explanation of any worker released on this node.
@@ -202,11 +206,17 @@ pub fn node_rooms(
             free: n.allocatable,
             reserved: Resources::ZERO,
             training_room: n.allocatable,
+            keep_cpu_slack: 0,
             hold_growth: false,
             pressure: Vec::new(),
         })
         .collect();
     let usage_mode = config.capacity == CapacityMode::Usage;
+    if usage_mode {
+        for room in &mut rooms {
+            room.keep_cpu_slack = room.allocatable.scaled_up(config.usage_cpu_overcommit).cpu_milli;
+        }
+    }
     // Per service position in the snapshot, its need's position: pods find their service by
     // the pod index, not by hashing its name (30,000 online pods at 1,000 nodes).
     let need_at: NameMap<&str, usize> = needs.iter().enumerate().map(|(k, n)| (n.service.as_str(), k)).collect();

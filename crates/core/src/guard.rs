@@ -100,6 +100,7 @@ pub fn apply_latency_guard(
             let cap = training_on[i] - Resources::new(cut, 0, 0);
             let room = &mut rooms[i];
             room.training_room = room.training_room.min(cap.clamp_non_negative());
+            room.keep_cpu_slack = 0;
             room.pressure.push((Reason::LatencyGuard, text.clone()));
         }
     }

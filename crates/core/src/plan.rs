@@ -341,7 +341,9 @@ impl<'a> Keeping<'a> {
         while let Some(w) = self.pods.bound.get(self.next_bound) {
             self.next_bound += 1;
             let room = &mut rooms[w.node];
-            if w.requests.fits_in(&room.training_room) {
+            let keep_room =
+                Resources { cpu_milli: room.training_room.cpu_milli + room.keep_cpu_slack, ..room.training_room };
+            if w.requests.fits_in(&keep_room) {
                 room.training_room -= w.requests;
                 self.taken.push((w.node, w.requests));
                 plan.kept += 1;

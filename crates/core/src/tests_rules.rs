@@ -383,6 +383,7 @@ fn room(allocatable: Resources, training_room: Resources) -> NodeRoom {
         free: training_room,
         reserved: Resources::ZERO,
         training_room,
+        keep_cpu_slack: 0,
         hold_growth: false,
         pressure: Vec::new(),
     }

@@ -204,3 +204,33 @@ fn the_latency_guard_shrinks_best_effort_workers_only_when_configured() {
     let i = the_intent(&d, "a");
     assert_eq!((i.from, i.target, i.reason), (4, 3, Reason::LatencyGuard));
 }
+
+/// n1 (8 CPU): web-0 using `web_milli` beside four 1-CPU BestEffort workers of job a.
+fn squeezed(web_milli: i64) -> Snapshot {
+    let w = res(1000, 1);
+    let mut s = snap(
+        100,
+        vec![node("n1", 8000, 32)],
+        [vec![using(online("web-0", "web", "n1", res(1000, 1)), web_milli, 1)], workers("a", "n1", 0..4, w)].concat(),
+        vec![service("web", res(1000, 1))],
+        vec![job("a", w, 1, 4, 4)],
+    );
+    s.nodes[0].batch = Some(res(4000, 31));
+    s
+}
+
+/// A CPU squeeze within `usage_cpu_overcommit` of the node costs the workers there only pace (the
+/// kernel serves web first); a shrink would pause the whole job. Beyond it, they shrink to fit.
+#[test]
+fn best_effort_workers_are_kept_through_a_squeeze_within_the_overcommit() {
+    let config = Config { usage_cpu_overcommit: 0.1, ..usage() };
+    // 8 - 4.5 = 3.5 CPU left for 4 CPU of workers: 0.5 over, within 0.8.
+    let d = decide_once(config.clone(), &squeezed(4500));
+    assert_no_intents(&d);
+    assert_eq!(node_cap(&d, "n1").batch.unwrap().cpu_milli, 3500, "the node carries what is left");
+    // 8 - 5 = 3 CPU left: 1 over, beyond 0.8; three workers fit.
+    assert_eq!(move_of(&decide_once(config, &squeezed(5000)), "a"), (4, 3));
+    // Without the overcommit the first squeeze shrinks too.
+    let strict = Config { usage_cpu_overcommit: 0.0, ..usage() };
+    assert_eq!(move_of(&decide_once(strict, &squeezed(4500)), "a"), (4, 3));
+}
