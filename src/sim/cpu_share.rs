@@ -21,6 +21,13 @@ pub struct NodeCapacity {
     pub guaranteed_used: f64,
 }
 
+impl NodeCapacity {
+    /// What online and system pods get: all they would use but the CPU workers request.
+    fn online_served(&self) -> f64 {
+        self.online.min((self.cores - self.guaranteed).max(0.0))
+    }
+}
+
 /// A scheduled worker that requests only batch resources.
 #[derive(Clone, Copy, Debug)]
 pub struct BestEffortWorker {
@@ -58,8 +65,7 @@ pub fn share_cpu(nodes: &[NodeCapacity], workers: &[BestEffortWorker], training:
         .iter()
         .zip(&asked)
         .map(|(n, &asked)| {
-            let online = n.online.min((n.cores - n.guaranteed).max(0.0));
-            let left = (n.cores - online - n.guaranteed).max(0.0);
+            let left = (n.cores - n.online_served() - n.guaranteed).max(0.0);
             if asked > 0.0 {
                 (left / asked).min(1.0)
             } else {
@@ -86,7 +92,7 @@ pub fn share_cpu(nodes: &[NodeCapacity], workers: &[BestEffortWorker], training:
         .iter()
         .enumerate()
         .map(|(i, n)| NodeCpu {
-            online_system: n.online.min((n.cores - n.guaranteed).max(0.0)),
+            online_system: n.online_served(),
             workers: n.guaranteed_used + used[i],
             best_effort_asked: asked[i],
             best_effort_got: got[i],

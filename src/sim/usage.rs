@@ -1,11 +1,12 @@
 //! What pods use of their nodes, for `avg_cpu_usage` and for BestEffort workers
 //! (`colocate-usage`): an online replica uses its CPU request times its service's utilization
-//! (the HPA's metric), a system pod what it requests, a worker all the CPU it asks for.
-//! Workers with `cpu` requests get them (the kernel's shares guarantee a request); BestEffort
-//! workers get only what the node's other pods leave (cpu.shares 2 against 1024 per requested
-//! CPU: in effect, strict priority), and a synchronous job trains at the pace of its slowest
-//! worker (see `cpu_share`). Memory is used as requested; where online pods and BestEffort workers together need
-//! more than a node has, the kubelet evicts BestEffort workers, newest first.
+//! (the HPA's metric), a system pod what it requests, a worker what `cpu_share` gives it:
+//! workers with `cpu` requests get them (the kernel's shares guarantee a request), BestEffort
+//! workers only what the node's other pods leave (cpu.shares 2 against 1024 per requested CPU:
+//! in effect, strict priority), a synchronous job trains at the pace of its slowest worker, and
+//! a paused job's workers use none of it. Memory is used as requested; where online pods and
+//! BestEffort workers together need more than a node has, the kubelet evicts BestEffort
+//! workers, newest first.
 
 use super::cluster::PodKind;
 use super::cpu_share::{share_cpu, BestEffortWorker, NodeCapacity, NodeCpu};
