@@ -37,14 +37,18 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use colocate::sim::report::YOUNG_VICTIM_S;
-use colocate::sim::scenario::PreemptionPolicy;
+use colocate::sim::scenario::{PreemptionPolicy, ServiceSpec};
 use colocate::sim::window::{Spread, WindowDraws, WindowSettings};
 use colocate::sim::{Policy, Scenario};
 use serde_json::{json, Value};
+use k8s_openapi::api::core::v1::Pod;
+use support::cadvisor::Cadvisor;
 use support::cluster::{self, Controller};
 use support::load_exporter::{self, LoadExporter};
 use support::pod_recorder::PodRecorder;
@@ -64,6 +68,9 @@ const DEFAULT_CONFIGS: &str = "load-signal-fast-release";
 const WARM_UP: Duration = Duration::from_secs(20);
 /// Draws of kube-scheduler's chance choices the window is replayed under (odd: one median).
 const DRAWS: u64 = 15;
+/// In usage mode the controller fills the jobs itself before the window (the flash crowd's are
+/// full about 80 s after it starts: a job starts at once, and grows after `grow_stabilization`).
+const USAGE_WARM_UP: Duration = Duration::from_secs(120);
 
 /// One configuration of the controller and the jobs' masters.
 #[derive(Clone, Copy, Debug)]
@@ -79,17 +86,45 @@ struct SpikeConfig {
     /// --release-in-place`): the workers still take their grace period to exit, but their room
     /// frees once kwok's kubelet stage reports the resize.
     in_place: bool,
+    /// `controller.capacity: usage`: workers are BestEffort, asking the batch capacity colocate
+    /// publishes from what the NGINX pods use (served under cAdvisor's names from the
+    /// scenario's load, as replay computes it); the jobs start empty and colocate fills them.
+    usage: bool,
 }
 
 const fn config(name: &'static str, load_signal: bool, release_s: Option<u32>, online_never: bool) -> SpikeConfig {
-    SpikeConfig { name, load_signal, release_s, online_never, in_place: false }
+    SpikeConfig { name, load_signal, release_s, online_never, in_place: false, usage: false }
 }
 
 const fn in_place(name: &'static str, load_signal: bool) -> SpikeConfig {
-    SpikeConfig { name, load_signal, release_s: None, online_never: false, in_place: true }
+    SpikeConfig { name, load_signal, release_s: None, online_never: false, in_place: true, usage: false }
 }
 
-const CONFIGS: [SpikeConfig; 7] = [
+impl SpikeConfig {
+    /// The policy replay plays this configuration under.
+    fn policy(&self) -> Policy {
+        if self.usage {
+            Policy::ColocateUsage
+        } else {
+            Policy::Colocate
+        }
+    }
+
+    /// How long the controller runs before the window.
+    fn warm_up(&self) -> Duration {
+        if self.usage {
+            USAGE_WARM_UP
+        } else {
+            WARM_UP
+        }
+    }
+}
+
+const fn usage(name: &'static str, load_signal: bool) -> SpikeConfig {
+    SpikeConfig { name, load_signal, release_s: None, online_never: false, in_place: false, usage: true }
+}
+
+const CONFIGS: [SpikeConfig; 9] = [
     config("hpa-only-grace30", false, None, false),
     config("load-signal-grace30", true, None, false),
     config("load-signal-fast-release", true, Some(5), false),
@@ -97,6 +132,8 @@ const CONFIGS: [SpikeConfig; 7] = [
     config("load-signal-grace30-never", true, None, true),
     in_place("hpa-only-grace30-in-place", false),
     in_place("load-signal-grace30-in-place", true),
+    usage("usage-hpa-only-grace30", false),
+    usage("usage-load-signal-grace30", true),
 ];
 
 /// What the test plays, from the environment.
@@ -211,7 +248,7 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
         };
         let replay_preemption =
             WindowDraws::replay(scenario, Policy::Preemption, &settings(WARM_UP.as_secs_f64()), DRAWS);
-        let replay_colocate = WindowDraws::replay(&played, Policy::Colocate, &settings(live_colocate.warmup_s), DRAWS);
+        let replay_colocate = WindowDraws::replay(&played, config.policy(), &settings(live_colocate.warmup_s), DRAWS);
         compared.push(Compared { config: *config, live_colocate, replay_preemption, replay_colocate });
     }
 
@@ -281,6 +318,15 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             baseline.scheduler_preemptions()
         );
     }
+    // In usage mode replay also predicts how far the jobs shrink.
+    for c in compared.iter().filter(|c| c.config.usage) {
+        let (live, replay) = mean_workers(c);
+        assert!(
+            spike_acceptance::workers_agree(replay, live),
+            "{}: running workers over the window, live {live:.1} on average, replay {replay:.1}",
+            c.config.name
+        );
+    }
     // Replay predicts live in every configuration: within bounds, and no target replay claims
     // met missed live. A target both miss is reported above, not asserted.
     for v in &verdicts {
@@ -298,10 +344,10 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
 #[ignore = "prints replay's figures for the tables; run by hand"]
 fn replay_alone() {
     let plan = plan();
-    let settings = |load_signal: bool| WindowSettings {
+    let settings = |load_signal: bool, warm_up: Duration| WindowSettings {
         from_s: plan.window.0,
         to_s: plan.window.1,
-        warmup_s: WARM_UP.as_secs_f64(),
+        warmup_s: warm_up.as_secs_f64(),
         load_signal,
         latency_signal: false,
         tie_draw: 0,
@@ -314,10 +360,10 @@ fn replay_alone() {
         );
     };
     eprintln!("{} {}..{} s, {DRAWS} draws (median [range])", plan.scenario.spec.name, plan.window.0, plan.window.1);
-    line("baseline (preemption)", &WindowDraws::replay(&plan.scenario, Policy::Preemption, &settings(false), DRAWS));
+    line("baseline (preemption)", &WindowDraws::replay(&plan.scenario, Policy::Preemption, &settings(false, WARM_UP), DRAWS));
     for config in &plan.configs {
         let played = plan.played(config);
-        let d = WindowDraws::replay(&played, Policy::Colocate, &settings(config.load_signal), DRAWS);
+        let d = WindowDraws::replay(&played, config.policy(), &settings(config.load_signal, config.warm_up()), DRAWS);
         line(config.name, &d);
         // With COLOCATE_SPIKE_PER_DRAW set, each draw's figures and when its kills (k) and
         // victims already leaving (l) came, in seconds after the window opened.
@@ -363,7 +409,9 @@ fn judged(baseline: &Figures, c: &Compared) -> Judged {
 
 #[test]
 fn acceptance_bounds_and_verdicts() {
-    use spike_acceptance::{killed_agree, pod_s_agree};
+    use spike_acceptance::{killed_agree, pod_s_agree, workers_agree};
+    assert!(workers_agree(13.0, 10.0) && !workers_agree(14.0, 10.0));
+    assert!(workers_agree(115.0, 100.0) && !workers_agree(116.0, 100.0) && !workers_agree(84.0, 100.0));
     assert!(pod_s_agree(1_300.0, 1_000.0) && !pod_s_agree(1_301.0, 1_000.0));
     assert!(pod_s_agree(0.0, 100.0) && !pod_s_agree(0.0, 101.0));
     assert!(killed_agree(0, 3) && !killed_agree(0, 4));
@@ -402,17 +450,24 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     let bed = tokio::task::spawn_blocking(|| Testbed::start_kubelet_like("*,-horizontalpodautoscaling")).await.unwrap();
     let client = cluster::client(&bed).await;
     // The load signal: an exporter of the scenario's request rate and a Prometheus scraping it.
+    // In usage mode, the NGINX pods' usage as well: a cAdvisor stand-in beside the exporter
+    // (which keeps the scenario's clock for it, queried or not).
     let signal_dir = tempfile::tempdir().unwrap();
     let mut signal: Option<(LoadExporter, Prometheus)> = None;
-    if config.is_some_and(|c| c.load_signal) {
+    let usage_mode = config.is_some_and(|c| c.usage);
+    let cadvisor = usage_mode.then(|| Arc::new(Cadvisor::start()));
+    if config.is_some_and(|c| c.load_signal || c.usage) {
         let exporter = LoadExporter::start(scenario.loads[0].clone(), schedule.from_s).await;
         // Scraped as the scenario says (`observation.scrape_interval`): replay's load signal lags
         // the load by half of it.
         let scrape = format!("{}ms", scenario.spec.observation.scrape_interval.as_millis());
-        let prometheus_config = format!(
-            "global: {{scrape_interval: {scrape}, evaluation_interval: {scrape}}}\nscrape_configs:\n  - job_name: load\n    static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
-            exporter.port()
-        );
+        let target = |job: &str, port: u16| format!("  - job_name: {job}\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n");
+        let mut jobs = target("load", exporter.port());
+        if let Some(c) = &cadvisor {
+            jobs += &target("cadvisor", c.port());
+        }
+        let prometheus_config =
+            format!("global: {{scrape_interval: {scrape}, evaluation_interval: {scrape}}}\nscrape_configs:\n{jobs}");
         let prometheus = Prometheus::start(signal_dir.path(), free_port(), &prometheus_config).await;
         signal = Some((exporter, prometheus));
     }
@@ -422,21 +477,44 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     spike::nodes(&bed, scenario);
     let recorder = PodRecorder::start(client.clone()).await;
     let svc = &scenario.spec.services[0];
-    spike::nginx(&bed, &client, svc, &schedule.before).await;
+    spike::nginx(&bed, &client, svc, &schedule.before, usage_mode).await;
     let online = schedule.before.desired as usize;
     cluster::eventually(Duration::from_secs(60), &format!("{online} NGINX pods running"), || {
         let r = &recorder;
         async move { (r.now().online_running == online).then_some(()) }
     })
     .await;
-    let jobs = spike::fill_with_jobs(&bed, &client, scenario).await;
-    let fill: Vec<(String, u32)> = jobs.iter().map(|(j, n)| (j.name.clone(), *n)).collect();
-    eprintln!("filled: NGINX {online} pods, jobs {fill:?}");
+    let _usage_served = match (&cadvisor, &signal) {
+        (Some(c), Some((exporter, _))) => {
+            // The exporter's task outlives this borrow of the scenario: it reads its own copy.
+            let (own, clock) = (load(&scenario.path), exporter.clock());
+            Some(c.keep_following_together(client.clone(), "web", "app=nginx", move |pods| {
+                nginx_usage(&own.spec.services[0], clock.load_now(), pods)
+            }))
+        }
+        _ => None,
+    };
 
     let mut controller = None;
     let mut controller_started = None;
-    if config.is_some() {
-        let config = controller_config(scenario, signal.as_ref().map(|(_, p)| p.url()));
+    // Usage mode: the controller runs first, for its batch capacity on the nodes that the
+    // BestEffort workers ask for; the jobs then start empty and it fills them in its warm-up.
+    let jobs = if usage_mode {
+        let config = controller_config(scenario, signal.as_ref().map(|(_, p)| p.url()), config.unwrap());
+        controller_started = Some(Instant::now());
+        controller = Some(Controller::start(&bed, &config, &[]).await);
+        spike::nodes_carry_batch_capacity(&client, scenario).await;
+        spike::start_jobs_empty(&bed, &client, scenario).await
+    } else {
+        spike::fill_with_jobs(&bed, &client, scenario).await
+    };
+    let fill: Vec<(String, u32)> = jobs.iter().map(|(j, n)| (j.name.clone(), *n)).collect();
+    eprintln!("filled: NGINX {online} pods, jobs {fill:?}");
+
+    if let (Some(c), Some(started)) = (&controller, controller_started) {
+        warm_up(c, &fill, started, USAGE_WARM_UP).await;
+    } else if let Some(config) = config {
+        let config = controller_config(scenario, signal.as_ref().map(|(_, p)| p.url()), config);
         if let Some((_, prometheus)) = &signal {
             // The signal reads the scenario's load before the controller starts: a rate that is
             // still filling its window would look like a rising load.
@@ -460,14 +538,16 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         }
         controller_started = Some(Instant::now());
         let c = Controller::start(&bed, &config, &[]).await;
-        warm_up(&c, &fill).await;
+        warm_up(&c, &fill, Instant::now(), WARM_UP).await;
         controller = Some(c);
     }
     // Standing headroom is room colocate keeps free before any spike, so with it colocate's
     // first commands come in the warm-up (replay's warm-up, as long, gives the same ones); else
     // a command before the window means the runs would not start alike.
     let before_window: Vec<_> = jobs.iter().flat_map(|(j, _)| j.commands()).collect();
-    if scenario.spec.services[0].headroom_replicas == 0 {
+    if usage_mode {
+        // Its warm-up's commands are the fill; replay's warm-up, as long, fills alike.
+    } else if scenario.spec.services[0].headroom_replicas == 0 {
         assert!(
             before_window.is_empty(),
             "colocate changed the jobs before the spike: the runs would not start alike: {before_window:?}"
@@ -520,7 +600,7 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
 /// its request rate over the scenario's `observation.load_window`, sampled every
 /// `observation.sample_interval`, and its standing headroom; jobs polled every
 /// `observation.status_interval`. Every decision setting is the default (the scenario sets none).
-fn controller_config(scenario: &Scenario, prometheus: Option<String>) -> String {
+fn controller_config(scenario: &Scenario, prometheus: Option<String>, config: SpikeConfig) -> String {
     let o = &scenario.spec.observation;
     let secs = |d: Duration| format!("{}ms", d.as_millis());
     let mut run = format!(
@@ -528,6 +608,7 @@ fn controller_config(scenario: &Scenario, prometheus: Option<String>) -> String 
         secs(o.sample_interval),
         secs(o.status_interval)
     );
+    let controller = if config.usage { "controller:\n  capacity: usage\n" } else { "" };
     let mut service = "  - name: nginx\n    namespace: web\n    hpa: nginx\n".to_string();
     let headroom = scenario.spec.services[0].headroom_replicas;
     if headroom > 0 {
@@ -535,19 +616,43 @@ fn controller_config(scenario: &Scenario, prometheus: Option<String>) -> String 
     }
     if let Some(url) = prometheus {
         run += &format!("  prometheus_url: {url}\n");
+    }
+    if config.load_signal {
         service += &format!(
             "    load: {{promql: 'sum(rate({}[{}s]))'}}\n",
             load_exporter::METRIC,
             o.load_window.as_secs().max(2)
         );
     }
-    format!("{run}services:\n{service}")
+    format!("{controller}{run}services:\n{service}")
+}
+
+/// What each NGINX pod uses, as replay's usage model has it: a replica ready (bound its
+/// `startup` ago) takes an even share of the load, so its CPU is its request times the
+/// service's utilization; its memory is its request. A replica still starting serves nothing,
+/// as cAdvisor has no usage of a container not yet running.
+fn nginx_usage(svc: &ServiceSpec, load: f64, pods: &[Pod]) -> BTreeMap<String, (f64, f64)> {
+    let startup = svc.startup.as_secs_f64();
+    let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    let ready: Vec<&str> = pods
+        .iter()
+        .filter(|p| {
+            let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+            let bound = conditions.into_iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "True");
+            let bound_ms = bound.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0.as_millisecond());
+            bound_ms.is_some_and(|at| (now_ms - at) as f64 / 1000.0 >= startup)
+        })
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    let r = svc.replica.resources();
+    let utilization = colocate::sim::service::utilization(svc, load, ready.len() as u32);
+    let cores = utilization * r.cpu_cores();
+    ready.into_iter().map(|name| (name.to_string(), (cores, r.memory_bytes as f64))).collect()
 }
 
 /// Waits until `colocate run` leads and has read every job's master, then until it has run
 /// [`WARM_UP`] (samples of a calm load to learn the service's capacity from).
-async fn warm_up(c: &Controller, fill: &[(String, u32)]) {
-    let started = Instant::now();
+async fn warm_up(c: &Controller, fill: &[(String, u32)], started: Instant, warm_up: Duration) {
     cluster::eventually(Duration::from_secs(60), "colocate run to lead and see every master", || async {
         let m = c.metrics().await;
         let masters_up = fill
@@ -556,11 +661,18 @@ async fn warm_up(c: &Controller, fill: &[(String, u32)]) {
         (cluster::metric_value(&m, "colocate_leader") == 1.0 && masters_up).then_some(())
     })
     .await;
-    while started.elapsed() < WARM_UP {
+    while started.elapsed() < warm_up {
         let m = c.metrics().await;
         let load = m.lines().find(|l| l.starts_with("colocate_service_load{")).unwrap_or("no load sample yet");
-        eprintln!("warm-up {:>4.1} s: {load}", started.elapsed().as_secs_f64());
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let workers: Vec<String> = fill
+            .iter()
+            .map(|(job, _)| {
+                let n = cluster::metric_value(&m, &format!("colocate_job_workers{{job=\"ml/{job}\"}}"));
+                format!("{job} {n}")
+            })
+            .collect();
+        eprintln!("warm-up {:>5.1} s: {load}; workers: {}", started.elapsed().as_secs_f64(), workers.join(", "));
+        tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
 
@@ -597,6 +709,15 @@ fn side_by_side(c: &Compared) -> String {
         t += SERIES_EVERY_S;
     }
     out
+}
+
+/// Running workers over the window on average: live (the pod watch's samples) and replay (its
+/// median draw's steps).
+fn mean_workers(c: &Compared) -> (f64, f64) {
+    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let live = mean(c.live_colocate.samples.iter().map(|(_, s)| s.workers as f64).collect());
+    let replay = mean(c.replay_colocate.typical().series.iter().map(|s| f64::from(s.workers)).collect());
+    (live, replay)
 }
 
 /// Step of the side-by-side series printed per configuration.
@@ -689,6 +810,8 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
             "{:<26} live killed bound < {YOUNG_VICTIM_S:.0} s before: preemption {}, colocate {}\n",
             c.config.name, baseline.preempted_young, c.live_colocate.preempted_young
         );
+        let (live, replay) = mean_workers(c);
+        out += &format!("{:<26} running workers over the window on average: live {live:.1}, replay {replay:.1}\n", c.config.name);
     }
     out
 }

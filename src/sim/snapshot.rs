@@ -106,7 +106,10 @@ fn build_snapshot(world: &World) -> Snapshot {
                 }),
                 headroom_replicas: svc.headroom_replicas,
                 load: state.samples.iter().copied().collect(),
-                latency: Some(Latency {
+                // A window played without a latency query gives the service no latency block,
+                // as the live controller builds none without one: its guard neither holds growth
+                // nor shrinks.
+                latency: world.window.as_ref().is_none_or(|w| w.latency_signal).then(|| Latency {
                     p99: state.p99_sample.map(Duration::from_secs_f64),
                     slo_p99: svc.latency.slo_p99,
                 }),

@@ -47,3 +47,27 @@ fn workers_that_request_cpu_get_all_of_it() {
     assert_eq!(run.worker_cpu_received, None);
     assert!(run.avg_cpu_usage < run.avg_cpu_allocation, "{run:?}");
 }
+
+/// A window under `colocate-usage` starts with no worker (BestEffort workers fit only into the
+/// batch capacity the controller publishes once it runs): the controller starts the job in its
+/// warm-up, and the spike inside the window shrinks it.
+#[test]
+fn a_window_under_usage_mode_is_filled_by_the_controller_and_shrinks_on_the_spike() {
+    use super::window::{replay_window, WindowSettings};
+    use super::Scenario;
+    let scenario = Scenario::parse(std::path::Path::new("tiny.yaml"), &spike("", "")).unwrap();
+    let settings = WindowSettings {
+        from_s: 55.0,
+        to_s: 120.0,
+        warmup_s: 40.0,
+        load_signal: true,
+        latency_signal: false,
+        tie_draw: 0,
+    };
+    let figures = replay_window(&scenario, Policy::ColocateUsage, &settings);
+    let first = figures.series.first().expect("a step in the window").workers;
+    let last = figures.series.last().expect("a step in the window").workers;
+    assert!(first > 0, "no worker running as the window opens: {:?}", &figures.series[..3]);
+    assert!(last < first, "the spike shrank nothing: {first} -> {last}");
+    assert_eq!((figures.online_unschedulable_pod_s, figures.scheduler_preemptions), (0.0, 0));
+}

@@ -42,8 +42,9 @@ pub struct WindowSettings {
     pub warmup_s: f64,
     /// The controller samples a load signal (Prometheus); without it, HPA status only.
     pub load_signal: bool,
-    /// The controller samples the service's p99 (a latency query). Without it the latency
-    /// guard sees the p99 as unknown: it holds growth but never shrinks on latency.
+    /// The controller samples the service's p99 (a latency query). Without it the service has
+    /// no latency block, as the live controller has none without a latency query: the latency
+    /// guard neither holds growth nor shrinks.
     pub latency_signal: bool,
     /// Which draw of the live run's chance to play: kube-scheduler's choices among nodes that
     /// rank alike ([`Cluster::tie_seed`](super::cluster::Cluster::tie_seed); 0 is a full
@@ -258,6 +259,18 @@ fn fill(world: &mut World) {
             }
         }
         world.schedule();
+    }
+    if world.policy == Policy::ColocateUsage {
+        // BestEffort workers fit only into the batch capacity the controller publishes, and it
+        // publishes none before it runs: the live test starts the jobs empty beside the running
+        // controller, which starts and grows them in its warm-up, as it does here.
+        for job in &mut world.jobs {
+            job.phase = Phase::Waiting;
+        }
+        if let Some(w) = &mut world.window {
+            w.filled = true;
+        }
+        return;
     }
     let mut order: Vec<usize> = (0..world.jobs.len()).collect();
     order.sort_by_key(|&j| (world.jobs[j].spec.arrival, j));

@@ -155,6 +155,49 @@ impl Cadvisor {
         Some(n)
     }
 
+    /// Every bound pod of `namespace` matching `selector` that `usage` gives (cores, memory
+    /// bytes), given all of them, uses that; the others there are not served. Returns how many
+    /// are served.
+    pub async fn follow_together(
+        &self,
+        client: &Client,
+        namespace: &str,
+        selector: &str,
+        usage: &(impl Fn(&[Pod]) -> BTreeMap<String, (f64, f64)> + Sync),
+    ) -> Option<usize> {
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default().labels(selector))
+            .await
+            .ok()?;
+        let bound: Vec<Pod> =
+            pods.items.into_iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).collect();
+        let served = usage(&bound);
+        let mut s = self.state.lock().unwrap();
+        s.advance(Instant::now());
+        s.pods.retain(|(ns, pod), _| ns != namespace || served.contains_key(pod));
+        for (pod, (cores, memory_bytes)) in &served {
+            s.put((namespace.to_string(), pod.clone()), *cores, *memory_bytes);
+        }
+        Some(served.len())
+    }
+
+    /// Keeps [`Cadvisor::follow_together`]ing every second until the returned guard is dropped.
+    pub fn keep_following_together(
+        self: &Arc<Self>,
+        client: Client,
+        namespace: &'static str,
+        selector: &'static str,
+        usage: impl Fn(&[Pod]) -> BTreeMap<String, (f64, f64)> + Send + Sync + 'static,
+    ) -> Following {
+        let me = self.clone();
+        Following(tokio::spawn(async move {
+            loop {
+                me.follow_together(&client, namespace, selector, &usage).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }))
+    }
+
     /// Keeps [`Cadvisor::follow_all`]ing every `period` until the returned guard is dropped.
     pub fn keep_following_all(
         self: &Arc<Self>,

@@ -246,6 +246,8 @@ pub struct WorkerPod<'a> {
     /// `controller.capacity: usage`: the worker asks for `colocate.dev/batch-cpu` (as much as
     /// `cpu`) and `colocate.dev/batch-memory` as limits and no `cpu` or `memory` (BestEffort).
     pub best_effort: bool,
+    /// Memory a BestEffort worker asks of `colocate.dev/batch-memory`, and the master announces.
+    pub memory: &'a str,
 }
 
 /// An elastic job: worker Deployment `<ns>/<name>-workers` (1 CPU each unless
@@ -278,6 +280,7 @@ impl<'a> WorkerPod<'a> {
             release_in_place: false,
             model: None,
             best_effort: false,
+            memory: "256Mi",
         }
     }
 }
@@ -334,7 +337,7 @@ impl ElasticJob {
         if worker.best_effort {
             let milli = colocate::core::resources::parse_cpu(worker.cpu).expect("a CPU quantity");
             manifest["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({"limits": {
-                "colocate.dev/batch-cpu": milli.to_string(), "colocate.dev/batch-memory": "256Mi"}});
+                "colocate.dev/batch-cpu": milli.to_string(), "colocate.dev/batch-memory": worker.memory}});
         }
         bed.kubectl_apply(&manifest);
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -347,7 +350,7 @@ impl ElasticJob {
         }
         let worker_release = inner.worker_release();
         let backend = TestBackend { inner, behaviour, seen: seen.clone(), ignored_target: Mutex::new(None) };
-        let mut config = MasterConfig::new(name, min, max, WorkerResources::new(worker.cpu, "256Mi"));
+        let mut config = MasterConfig::new(name, min, max, WorkerResources::new(worker.cpu, if worker.best_effort { worker.memory } else { "256Mi" }));
         config.rescale_cost_s = Some(1.0);
         config.worker_release_s = worker_release.map(|d| d.as_secs_f64());
         let (stop, stopped) = oneshot::channel::<()>();

@@ -78,10 +78,27 @@ impl LoadExporter {
         self.server.port
     }
 
+    /// A handle that reads the load the exporter serves at this moment.
+    pub fn clock(&self) -> LoadClock {
+        LoadClock(self.state.clone())
+    }
+
     /// Scenario time starts running now.
     pub fn start_window(&self, at: Instant) {
         let mut s = self.state.lock().unwrap();
         s.advance(at);
         s.window_start = Some(at);
+    }
+}
+
+/// The scenario's load at this moment of the exporter's scenario time (held at the window's
+/// first value until the window opens), for what else the test derives from it.
+#[derive(Clone)]
+pub struct LoadClock(Arc<Mutex<State>>);
+
+impl LoadClock {
+    pub fn load_now(&self) -> f64 {
+        let s = self.0.lock().unwrap();
+        s.curve.at(s.scenario_time(Instant::now()))
     }
 }

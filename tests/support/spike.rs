@@ -12,7 +12,7 @@ use colocate::sim::window::{hpa_script, HpaSync};
 use colocate::sim::Scenario;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
@@ -81,12 +81,20 @@ pub fn nodes(bed: &Testbed, scenario: &Scenario) {
 }
 
 /// Deployment `web/nginx` (the scenario's replica CPU, high priority) and its HPA (the
-/// scenario's bounds and target), with `sync`'s status, as its controller left it.
-pub async fn nginx(bed: &Testbed, client: &Client, svc: &ServiceSpec, sync: &HpaSync) {
+/// scenario's bounds and target), with `sync`'s status, as its controller left it. With
+/// `scenario_memory` the pods request the scenario's replica memory too: in `capacity: usage`
+/// the memory coming replicas request is what the controller keeps from BestEffort workers.
+pub async fn nginx(bed: &Testbed, client: &Client, svc: &ServiceSpec, sync: &HpaSync, scenario_memory: bool) {
     cluster::namespace(bed, "web");
-    let cpu = format!("{}m", svc.replica.resources().cpu_milli);
+    let r = svc.replica.resources();
+    let cpu = format!("{}m", r.cpu_milli);
     let labels = json!({"app": "nginx"});
-    bed.kubectl_apply(&cluster::deployment("web", "nginx", labels, sync.desired, &cpu, Some(ONLINE_CLASS)));
+    let mut deployment = cluster::deployment("web", "nginx", labels, sync.desired, &cpu, Some(ONLINE_CLASS));
+    if scenario_memory {
+        deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] =
+            json!(r.memory_bytes.to_string());
+    }
+    bed.kubectl_apply(&deployment);
     let target = (svc.hpa.target_utilization * 100.0).round() as i32;
     bed.kubectl_apply(&json!({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
@@ -144,6 +152,7 @@ pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario)
             release_in_place: spec.release_in_place,
             model: None,
             best_effort: false,
+            memory: "256Mi",
         };
         let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
         let job = ElasticJob::start_with(
@@ -179,6 +188,38 @@ pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario)
     jobs
 }
 
+/// The scenario's jobs as `capacity: usage` runs them: BestEffort workers asking the batch
+/// capacity the running controller publishes (the scenario's worker CPU and memory), each job
+/// started with no worker, for the controller to start and grow. Returns the jobs, at 0.
+pub async fn start_jobs_empty(bed: &Testbed, client: &Client, scenario: &Scenario) -> Vec<(ElasticJob, u32)> {
+    let grace = scenario.spec.baselines.termination_grace_period;
+    cluster::namespace(bed, JOB_NAMESPACE);
+    let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
+    specs.sort_by_key(|j| j.arrival);
+    let mut jobs = Vec::new();
+    for spec in specs {
+        let r = spec.worker.resources();
+        let (cpu, memory) = (format!("{}m", r.cpu_milli), r.memory_bytes.to_string());
+        let release_grace = spec.release_time.filter(|r| *r < grace);
+        let worker = WorkerPod {
+            cpu: &cpu,
+            priority_class: Some(TRAINING_CLASS),
+            termination_grace_s: grace.as_secs() as u32,
+            release_grace_s: release_grace.map(|r| r.as_secs().max(1) as u32),
+            release_in_place: false,
+            model: None,
+            best_effort: true,
+            memory: &memory,
+        };
+        let bounds = (spec.min_workers, spec.max_workers, 0);
+        let job =
+            ElasticJob::start_with(bed, client, JOB_NAMESPACE, &spec.name, bounds, Behaviour::Honest, worker, Announce::Service)
+                .await;
+        jobs.push((job, 0));
+    }
+    jobs
+}
+
 /// Waits until all `replicas` workers of `job` exist and each is bound or found Unschedulable;
 /// returns the bound ones.
 async fn placed_workers(client: &Client, job: &str, replicas: u32) -> u32 {
@@ -210,4 +251,26 @@ async fn worker_pods(client: &Client, job: &str) -> Vec<Pod> {
     let selector = format!("colocate.dev/job={job},colocate.dev/role=worker");
     let pods = api.list(&ListParams::default().labels(&selector)).await.expect("list workers");
     pods.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect()
+}
+
+/// Waits until every node of the scenario carries the batch CPU colocate publishes in
+/// `capacity: usage` (`colocate.dev/batch-cpu`), so that BestEffort workers can be placed.
+pub async fn nodes_carry_batch_capacity(client: &Client, scenario: &Scenario) {
+    let want: usize = scenario.spec.cluster.nodes.iter().map(|p| p.count as usize).sum();
+    cluster::eventually(Duration::from_secs(60), "every node to carry colocate.dev/batch-cpu", || {
+        let nodes: Api<Node> = Api::all(client.clone());
+        async move {
+            let list = nodes.list(&ListParams::default()).await.ok()?;
+            let carrying = list
+                .items
+                .iter()
+                .filter(|n| {
+                    let allocatable = n.status.as_ref().and_then(|s| s.allocatable.as_ref());
+                    allocatable.is_some_and(|a| a.contains_key("colocate.dev/batch-cpu"))
+                })
+                .count();
+            (carrying >= want).then_some(())
+        }
+    })
+    .await;
 }

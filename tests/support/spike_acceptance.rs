@@ -23,6 +23,9 @@ pub fn target(config: &str) -> Option<Target> {
         "load-signal-fast-release" => (5.0, true),
         "load-signal-grace30" => (20.0, false),
         "hpa-only-grace30" => (45.0, false),
+        // BestEffort workers request no CPU or memory an online pod needs: nothing waits for
+        // them and the scheduler has nothing to preempt, whatever their release time.
+        "usage-hpa-only-grace30" | "usage-load-signal-grace30" => (0.0, true),
         _ => return None,
     };
     Some(Target { pct, nothing_killed })
@@ -41,6 +44,13 @@ pub fn pod_s_agree(replay: f64, live: f64) -> bool {
 pub fn killed_agree(replay: u64, live: usize) -> bool {
     let (r, l) = (replay as f64, live as f64);
     (r - l).abs() <= 3.0 || (l > 0.0 && (r / l - 1.0).abs() <= 0.30 + 1e-9)
+}
+
+/// Replay predicts how many workers run (in usage mode, where nothing waits or is killed, what
+/// the configuration shows is how far colocate shrinks the jobs): the window's mean within ±15%,
+/// or within 3 workers.
+pub fn workers_agree(replay: f64, live: f64) -> bool {
+    (replay - live).abs() <= 3.0 || (live > 0.0 && (replay / live - 1.0).abs() <= 0.15 + 1e-9)
 }
 
 /// One configuration's figures, in the terms the acceptance judges.
