@@ -23,7 +23,14 @@
 //!   - `hpa-only-grace30-in-place`, `load-signal-grace30-in-place`: the grace30 configurations
 //!     with masters that resize released workers down in place before removing them
 //!     (`example-master --release-in-place`): the workers still take 30 s to exit, but their room
-//!     frees when the kubelet (kwok's stage, `hack/testbed/kwok-resize.yaml`) reports the resize.
+//!     frees when the kubelet (kwok's stage, `hack/testbed/kwok-resize.yaml`) reports the resize;
+//!   - `usage-hpa-only-grace30`, `usage-load-signal-grace30`: `controller.capacity: usage`. A
+//!     cAdvisor stand-in serves each ready NGINX pod's CPU as replay's usage model has it (its
+//!     request times the service's utilization at the scenario's load) to the same Prometheus;
+//!     colocate publishes each node's batch capacity from it; the workers are BestEffort, asking
+//!     for that capacity (the scenario's worker CPU and memory) and no `cpu` or `memory`; the
+//!     jobs start empty beside the running controller, which fills them in a longer warm-up.
+//!     Besides the usual bounds, replay must predict the window's mean running workers.
 //!
 //! Under colocate the service's PriorityClass takes the scenario's `preemption_policy` unless
 //! the configuration says `Never`; the baseline always preempts.
@@ -46,8 +53,8 @@ use colocate::sim::report::YOUNG_VICTIM_S;
 use colocate::sim::scenario::{PreemptionPolicy, ServiceSpec};
 use colocate::sim::window::{Spread, WindowDraws, WindowSettings};
 use colocate::sim::{Policy, Scenario};
-use serde_json::{json, Value};
 use k8s_openapi::api::core::v1::Pod;
+use serde_json::{json, Value};
 use support::cadvisor::Cadvisor;
 use support::cluster::{self, Controller};
 use support::load_exporter::{self, LoadExporter};
@@ -354,13 +361,18 @@ fn replay_alone() {
     };
     let line = |name: &str, d: &WindowDraws| {
         let (p, k, y) = (d.pod_s(), d.killed(), d.killed_young());
+        let series = &d.typical().series;
+        let workers = series.iter().map(|s| f64::from(s.workers)).sum::<f64>() / series.len().max(1) as f64;
         eprintln!(
-            "{name:<32} pod-s {:>7.1} [{:.1}-{:.1}]  killed {:>3} [{}-{}]  young {} [{}-{}]",
+            "{name:<32} pod-s {:>7.1} [{:.1}-{:.1}]  killed {:>3} [{}-{}]  young {} [{}-{}]  mean workers {workers:.1}",
             p.median, p.min, p.max, k.median, k.min, k.max, y.median, y.min, y.max
         );
     };
     eprintln!("{} {}..{} s, {DRAWS} draws (median [range])", plan.scenario.spec.name, plan.window.0, plan.window.1);
-    line("baseline (preemption)", &WindowDraws::replay(&plan.scenario, Policy::Preemption, &settings(false, WARM_UP), DRAWS));
+    line(
+        "baseline (preemption)",
+        &WindowDraws::replay(&plan.scenario, Policy::Preemption, &settings(false, WARM_UP), DRAWS),
+    );
     for config in &plan.configs {
         let played = plan.played(config);
         let d = WindowDraws::replay(&played, config.policy(), &settings(config.load_signal, config.warm_up()), DRAWS);
@@ -461,7 +473,9 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         // Scraped as the scenario says (`observation.scrape_interval`): replay's load signal lags
         // the load by half of it.
         let scrape = format!("{}ms", scenario.spec.observation.scrape_interval.as_millis());
-        let target = |job: &str, port: u16| format!("  - job_name: {job}\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n");
+        let target = |job: &str, port: u16| {
+            format!("  - job_name: {job}\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n")
+        };
         let mut jobs = target("load", exporter.port());
         if let Some(c) = &cadvisor {
             jobs += &target("cadvisor", c.port());
@@ -508,11 +522,17 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     } else {
         spike::fill_with_jobs(&bed, &client, scenario).await
     };
-    let fill: Vec<(String, u32)> = jobs.iter().map(|(j, n)| (j.name.clone(), *n)).collect();
-    eprintln!("filled: NGINX {online} pods, jobs {fill:?}");
+    let mut fill: Vec<(String, u32)> = jobs.iter().map(|(j, n)| (j.name.clone(), *n)).collect();
+    if !usage_mode {
+        eprintln!("filled: NGINX {online} pods, jobs {fill:?}");
+    }
 
     if let (Some(c), Some(started)) = (&controller, controller_started) {
         warm_up(c, &fill, started, USAGE_WARM_UP).await;
+        for (job, workers) in &mut fill {
+            *workers = spike::running_workers(&client, job).await;
+        }
+        eprintln!("filled by colocate in its warm-up: NGINX {online} pods, jobs {fill:?}");
     } else if let Some(config) = config {
         let config = controller_config(scenario, signal.as_ref().map(|(_, p)| p.url()), config);
         if let Some((_, prometheus)) = &signal {
@@ -811,7 +831,10 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
             c.config.name, baseline.preempted_young, c.live_colocate.preempted_young
         );
         let (live, replay) = mean_workers(c);
-        out += &format!("{:<26} running workers over the window on average: live {live:.1}, replay {replay:.1}\n", c.config.name);
+        out += &format!(
+            "{:<26} running workers over the window on average: live {live:.1}, replay {replay:.1}\n",
+            c.config.name
+        );
     }
     out
 }

@@ -350,7 +350,12 @@ impl ElasticJob {
         }
         let worker_release = inner.worker_release();
         let backend = TestBackend { inner, behaviour, seen: seen.clone(), ignored_target: Mutex::new(None) };
-        let mut config = MasterConfig::new(name, min, max, WorkerResources::new(worker.cpu, if worker.best_effort { worker.memory } else { "256Mi" }));
+        let mut config = MasterConfig::new(
+            name,
+            min,
+            max,
+            WorkerResources::new(worker.cpu, if worker.best_effort { worker.memory } else { "256Mi" }),
+        );
         config.rescale_cost_s = Some(1.0);
         config.worker_release_s = worker_release.map(|d| d.as_secs_f64());
         let (stop, stopped) = oneshot::channel::<()>();

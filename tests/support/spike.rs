@@ -212,9 +212,17 @@ pub async fn start_jobs_empty(bed: &Testbed, client: &Client, scenario: &Scenari
             memory: &memory,
         };
         let bounds = (spec.min_workers, spec.max_workers, 0);
-        let job =
-            ElasticJob::start_with(bed, client, JOB_NAMESPACE, &spec.name, bounds, Behaviour::Honest, worker, Announce::Service)
-                .await;
+        let job = ElasticJob::start_with(
+            bed,
+            client,
+            JOB_NAMESPACE,
+            &spec.name,
+            bounds,
+            Behaviour::Honest,
+            worker,
+            Announce::Service,
+        )
+        .await;
         jobs.push((job, 0));
     }
     jobs
@@ -244,6 +252,12 @@ async fn placed_workers(client: &Client, job: &str, replicas: u32) -> u32 {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Workers of `job` bound to a node and not leaving.
+pub async fn running_workers(client: &Client, job: &str) -> u32 {
+    let pods = worker_pods(client, job).await;
+    pods.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).count() as u32
 }
 
 async fn worker_pods(client: &Client, job: &str) -> Vec<Pod> {
