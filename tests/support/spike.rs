@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use colocate::sim::scenario::ServiceSpec;
+use colocate::sim::scenario::{JobSpec, ServiceSpec};
 use colocate::sim::window::{hpa_script, HpaSync};
 use colocate::sim::Scenario;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -137,11 +137,8 @@ async fn write_hpa_status(client: &Client, sync: &HpaSync) {
 /// sizes.
 pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario) -> Vec<(ElasticJob, u32)> {
     let grace = scenario.spec.baselines.termination_grace_period;
-    cluster::namespace(bed, JOB_NAMESPACE);
-    let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
-    specs.sort_by_key(|j| j.arrival);
     let mut jobs = Vec::new();
-    for spec in specs {
+    for spec in in_arrival_order(bed, scenario) {
         let cpu = format!("{}m", spec.worker.resources().cpu_milli);
         let release_grace = spec.release_time.filter(|r| !spec.release_in_place && *r < grace);
         let worker = WorkerPod {
@@ -154,18 +151,7 @@ pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario)
             best_effort: false,
             memory: "256Mi",
         };
-        let bounds = (spec.min_workers, spec.max_workers, spec.max_workers);
-        let job = ElasticJob::start_with(
-            bed,
-            client,
-            JOB_NAMESPACE,
-            &spec.name,
-            bounds,
-            Behaviour::Honest,
-            worker,
-            Announce::Service,
-        )
-        .await;
+        let job = start_job(bed, client, spec, worker, spec.max_workers).await;
         let placed = placed_workers(client, &spec.name, spec.max_workers).await;
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), JOB_NAMESPACE);
         let scale = json!({"spec": {"replicas": placed}});
@@ -193,11 +179,8 @@ pub async fn fill_with_jobs(bed: &Testbed, client: &Client, scenario: &Scenario)
 /// started with no worker, for the controller to start and grow. Returns the jobs, at 0.
 pub async fn start_jobs_empty(bed: &Testbed, client: &Client, scenario: &Scenario) -> Vec<(ElasticJob, u32)> {
     let grace = scenario.spec.baselines.termination_grace_period;
-    cluster::namespace(bed, JOB_NAMESPACE);
-    let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
-    specs.sort_by_key(|j| j.arrival);
     let mut jobs = Vec::new();
-    for spec in specs {
+    for spec in in_arrival_order(bed, scenario) {
         let r = spec.worker.resources();
         let (cpu, memory) = (format!("{}m", r.cpu_milli), r.memory_bytes.to_string());
         let release_grace = spec.release_time.filter(|r| *r < grace);
@@ -211,21 +194,25 @@ pub async fn start_jobs_empty(bed: &Testbed, client: &Client, scenario: &Scenari
             best_effort: true,
             memory: &memory,
         };
-        let bounds = (spec.min_workers, spec.max_workers, 0);
-        let job = ElasticJob::start_with(
-            bed,
-            client,
-            JOB_NAMESPACE,
-            &spec.name,
-            bounds,
-            Behaviour::Honest,
-            worker,
-            Announce::Service,
-        )
-        .await;
-        jobs.push((job, 0));
+        jobs.push((start_job(bed, client, spec, worker, 0).await, 0));
     }
     jobs
+}
+
+/// The scenario's jobs in arrival order, their namespace created.
+fn in_arrival_order<'s>(bed: &Testbed, scenario: &'s Scenario) -> Vec<&'s JobSpec> {
+    cluster::namespace(bed, JOB_NAMESPACE);
+    let mut specs: Vec<_> = scenario.spec.jobs.iter().collect();
+    specs.sort_by_key(|j| j.arrival);
+    specs
+}
+
+/// Job `spec` with an honest master announced by a Service, its workers like `worker`, its
+/// Deployment at `replicas`.
+async fn start_job(bed: &Testbed, client: &Client, spec: &JobSpec, worker: WorkerPod<'_>, replicas: u32) -> ElasticJob {
+    let bounds = (spec.min_workers, spec.max_workers, replicas);
+    ElasticJob::start_with(bed, client, JOB_NAMESPACE, &spec.name, bounds, Behaviour::Honest, worker, Announce::Service)
+        .await
 }
 
 /// Waits until all `replicas` workers of `job` exist and each is bound or found Unschedulable;
