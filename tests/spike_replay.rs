@@ -361,8 +361,7 @@ fn replay_alone() {
     };
     let line = |name: &str, d: &WindowDraws| {
         let (p, k, y) = (d.pod_s(), d.killed(), d.killed_young());
-        let series = &d.typical().series;
-        let workers = series.iter().map(|s| f64::from(s.workers)).sum::<f64>() / series.len().max(1) as f64;
+        let workers = replay_mean_workers(d);
         eprintln!(
             "{name:<32} pod-s {:>7.1} [{:.1}-{:.1}]  killed {:>3} [{}-{}]  young {} [{}-{}]  mean workers {workers:.1}",
             p.median, p.min, p.max, k.median, k.min, k.max, y.median, y.min, y.max
@@ -734,10 +733,15 @@ fn side_by_side(c: &Compared) -> String {
 /// Running workers over the window on average: live (the pod watch's samples) and replay (its
 /// median draw's steps).
 fn mean_workers(c: &Compared) -> (f64, f64) {
-    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let live = mean(c.live_colocate.samples.iter().map(|(_, s)| s.workers as f64).collect());
-    let replay = mean(c.replay_colocate.typical().series.iter().map(|s| f64::from(s.workers)).collect());
-    (live, replay)
+    let samples = &c.live_colocate.samples;
+    let live = samples.iter().map(|(_, s)| s.workers as f64).sum::<f64>() / samples.len().max(1) as f64;
+    (live, replay_mean_workers(&c.replay_colocate))
+}
+
+/// Running workers over the window on average in replay's median draw.
+fn replay_mean_workers(d: &WindowDraws) -> f64 {
+    let series = &d.typical().series;
+    series.iter().map(|s| f64::from(s.workers)).sum::<f64>() / series.len().max(1) as f64
 }
 
 /// Step of the side-by-side series printed per configuration.

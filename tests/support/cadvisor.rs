@@ -109,22 +109,10 @@ impl Cadvisor {
         cores: f64,
         memory_bytes: f64,
     ) -> Option<usize> {
-        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
-            .list(&ListParams::default().labels(selector))
-            .await
-            .ok()?;
-        let running: Vec<String> = pods
-            .items
-            .into_iter()
-            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
-            .filter_map(|p| p.metadata.name)
-            .collect();
-        for pod in &running {
-            self.set(namespace, pod, cores, memory_bytes);
-        }
-        let mut s = self.state.lock().unwrap();
-        s.pods.retain(|(ns, pod), _| ns != namespace || running.contains(pod));
-        Some(running.len())
+        let all_alike = |pods: &[Pod]| {
+            pods.iter().filter_map(|p| p.metadata.name.clone()).map(|name| (name, (cores, memory_bytes))).collect()
+        };
+        self.follow_together(client, namespace, selector, &all_alike).await
     }
 
     /// Every bound pod of the cluster for which `usage` gives (cores, memory bytes) uses that;
@@ -221,16 +209,12 @@ impl Cadvisor {
         client: Client,
         namespace: &'static str,
         selector: &'static str,
-        usage: impl Fn() -> (f64, f64) + Send + 'static,
+        usage: impl Fn() -> (f64, f64) + Send + Sync + 'static,
     ) -> Following {
-        let me = self.clone();
-        Following(tokio::spawn(async move {
-            loop {
-                let (cores, memory) = usage();
-                me.follow(&client, namespace, selector, cores, memory).await;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }))
+        self.keep_following_together(client, namespace, selector, move |pods| {
+            let (cores, memory_bytes) = usage();
+            pods.iter().filter_map(|p| p.metadata.name.clone()).map(|name| (name, (cores, memory_bytes))).collect()
+        })
     }
 }
 
