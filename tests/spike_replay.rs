@@ -472,12 +472,18 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
         // Scraped as the scenario says (`observation.scrape_interval`): replay's load signal lags
         // the load by half of it.
         let scrape = format!("{}ms", scenario.spec.observation.scrape_interval.as_millis());
-        let target = |job: &str, port: u16| {
-            format!("  - job_name: {job}\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n")
+        let target = |job: &str, port: u16, every: &str| {
+            format!(
+                "  - job_name: {job}\n    scrape_interval: {every}\n    scrape_timeout: {every}\n    \
+                 static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n"
+            )
         };
-        let mut jobs = target("load", exporter.port());
+        let mut jobs = target("load", exporter.port(), &scrape);
         if let Some(c) = &cadvisor {
-            jobs += &target("cadvisor", c.port());
+            // The pods' usage, as often as the scenario says cAdvisor is scraped
+            // (`observation.usage_scrape_interval`): replay reads it as `irate` does.
+            let every = format!("{}ms", scenario.spec.observation.usage_scrape_interval.as_millis());
+            jobs += &target("cadvisor", c.port(), &every);
         }
         let prometheus_config =
             format!("global: {{scrape_interval: {scrape}, evaluation_interval: {scrape}}}\nscrape_configs:\n{jobs}");

@@ -8,7 +8,8 @@
 //! What `colocate` sees is what the live controller would: load as a rate over
 //! `observation.load_window` ending at Prometheus' newest scrape (`observation.scrape_interval`),
 //! sampled every `observation.sample_interval`; p99 at the same
-//! samples; the HPA's status as of its last sync (its metric through the metrics pipeline);
+//! samples; in `usage` mode, each online pod's CPU usage as the mean over the last complete
+//! `observation.usage_scrape_interval`; the HPA's status as of its last sync (its metric through the metrics pipeline);
 //! each job's phase as of its master's last status poll; pods at once (watches).
 
 use std::collections::VecDeque;
@@ -316,6 +317,7 @@ impl<'a> World<'a> {
         let p99 = self.services[s].served.p99_with(seen_at - latency_window, seen_at, newest);
         let load_signal = self.window.as_ref().is_none_or(|w| w.load_signal);
         let latency_signal = self.window.as_ref().is_none_or(|w| w.latency_signal);
+        let usage = usage_load(&self.scenario.loads[s], now, spec.observation.usage_scrape_interval);
         let state = &mut self.services[s];
         if load_signal {
             state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: rate });
@@ -324,7 +326,7 @@ impl<'a> World<'a> {
             state.samples.pop_front();
         }
         state.p99_sample = latency_signal.then_some(p99);
-        state.usage_sample = Some(rate);
+        state.usage_sample = Some(usage);
     }
 
     /// A finished job's workers exit at once.
@@ -565,6 +567,26 @@ pub(super) struct Accumulator {
 /// Exact, as a Prometheus rate of a counter is: averaged at 16 points a second apart, a step of
 /// WorldCup98's trace reads up to 7% high in the seconds after it, and replay would release
 /// workers a sample before live does.
+/// The load behind the usage the controller reads at `now`: `irate` over the usage counter is
+/// the mean over the last complete scrape interval, scrapes falling every `scrape` from the
+/// start of the replay.
+pub(super) fn usage_load(curve: &LoadCurve, now: f64, scrape: Duration) -> f64 {
+    let newest = newest_usage_scrape(now, scrape);
+    mean_load(curve, newest - scrape.as_secs_f64(), newest)
+}
+
+/// When Prometheus last scraped the pods' usage, as of `now`.
+fn newest_usage_scrape(now: f64, scrape: Duration) -> f64 {
+    let every = scrape.as_secs_f64();
+    (now / every + 1e-9).floor() * every
+}
+
+/// Whether `irate` answers for a pod ready since `ready_at`: it needs two scrapes of the pod,
+/// and until then the controller counts the pod at its request.
+pub(super) fn usage_scraped(ready_at: f64, now: f64, scrape: Duration) -> bool {
+    ready_at <= newest_usage_scrape(now, scrape) - scrape.as_secs_f64() + 1e-9
+}
+
 pub fn mean_load(curve: &LoadCurve, from: f64, to: f64) -> f64 {
     // An empty or reversed span reads the value at `from`: `LoadCurve::mean` sees to that.
     curve.mean(from.max(0.0), to)

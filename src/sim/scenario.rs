@@ -202,6 +202,9 @@ fn validate(s: &ScenarioFile) -> Result<(), (String, String)> {
     if o.status_interval.is_zero() {
         return err("observation.status_interval", "must be longer than 0s".into());
     }
+    if o.usage_scrape_interval.is_zero() {
+        return err("observation.usage_scrape_interval", "must be longer than 0s".into());
+    }
     if o.scrape_interval.is_zero() || o.scrape_interval * 2 > o.load_window {
         return err(
             "observation.scrape_interval",

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::cluster::PodKind;
-use super::engine::World;
+use super::engine::{usage_scraped, World};
 use super::job_model::SimJob;
 use super::policy::Policy;
 use super::service::utilization;
@@ -22,6 +22,7 @@ fn build_snapshot(world: &World) -> Snapshot {
     let spec = &world.scenario.spec;
     let now = world.now;
     let usage_mode = world.policy == Policy::ColocateUsage;
+    let usage_scrape = spec.observation.usage_scrape_interval;
     let nodes = world
         .cluster
         .nodes
@@ -35,7 +36,8 @@ fn build_snapshot(world: &World) -> Snapshot {
         .collect();
     // Usage as sampled: a ready replica's CPU at its service's sampled load, spread evenly over
     // the ready replicas (a load balancer's share); memory as requested. A replica starting,
-    // or a service not sampled yet, has no usage (the core counts its request).
+    // one not scraped twice yet, or a service not sampled yet, has no usage (the core counts
+    // its request).
     let per_replica: Vec<Option<f64>> = (0..spec.services.len())
         .map(|s| {
             let (_, ready) = world.replica_counts(s);
@@ -63,8 +65,12 @@ fn build_snapshot(world: &World) -> Snapshot {
             let usage = match p.kind {
                 _ if !usage_mode || p.node.is_none() => None,
                 PodKind::System => Some(p.requests),
-                PodKind::Online { service } if p.is_ready(now) => per_replica[service]
-                    .map(|u| Resources { cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64, ..p.requests }),
+                PodKind::Online { service }
+                    if p.is_ready(now) && p.ready_at.is_some_and(|r| usage_scraped(r, now, usage_scrape)) =>
+                {
+                    per_replica[service]
+                        .map(|u| Resources { cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64, ..p.requests })
+                }
                 _ => None,
             };
             Pod {

@@ -276,6 +276,13 @@ pub struct ObservationSpec {
     /// load, run by run.
     #[serde(deserialize_with = "duration")]
     pub scrape_interval: Duration,
+    /// How often Prometheus scrapes the online pods' CPU usage (the kubelet's cAdvisor
+    /// endpoint; 15 s is a common setting). The default usage query,
+    /// `irate(container_cpu_usage_seconds_total[2m])`, reads the mean over the two newest
+    /// scrapes, so in `usage` mode the controller sees each pod's usage as the mean over the
+    /// last complete scrape interval, unchanged until the next scrape.
+    #[serde(deserialize_with = "duration")]
+    pub usage_scrape_interval: Duration,
     /// `run.status_interval`: how fresh the masters' reported phase is.
     #[serde(deserialize_with = "duration")]
     pub status_interval: Duration,
@@ -287,6 +294,7 @@ impl Default for ObservationSpec {
             sample_interval: Duration::from_secs(1),
             load_window: Duration::from_secs(15),
             scrape_interval: Duration::from_secs(1),
+            usage_scrape_interval: Duration::from_secs(15),
             status_interval: Duration::from_secs(5),
         }
     }
