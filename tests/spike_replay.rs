@@ -339,6 +339,34 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
     for v in &verdicts {
         assert!(v.holds(), "acceptance: {}", v.line());
     }
+    // Where both were played, the load signal is no worse than the HPA alone, live and in replay.
+    for (lead, hpa_only) in lead_pairs(&compared) {
+        let live = |c: &Compared| (c.live_colocate.pending_pod_s, c.live_colocate.scheduler_preemptions() as u64);
+        let replay = |c: &Compared| (c.replay_colocate.pod_s().median, c.replay_colocate.killed().median);
+        for (what, l, h) in [("live", live(lead), live(hpa_only)), ("replay", replay(lead), replay(hpa_only))] {
+            assert!(
+                spike_acceptance::lead_no_worse(l, h),
+                "{what}: {} waited {:.1} pod-s and killed {}, worse than {} ({:.1} pod-s, {} killed)",
+                lead.config.name,
+                l.0,
+                l.1,
+                hpa_only.config.name,
+                h.0,
+                h.1
+            );
+        }
+    }
+}
+
+/// Each configuration with the load signal beside its twin without it, where both were played.
+fn lead_pairs(compared: &[Compared]) -> Vec<(&Compared, &Compared)> {
+    compared
+        .iter()
+        .filter_map(|lead| {
+            let twin = spike_acceptance::without_load_signal(lead.config.name)?;
+            Some((lead, compared.iter().find(|c| c.config.name == twin)?))
+        })
+        .collect()
 }
 
 /// Replay alone, no cluster: the window's figures under the baseline and every configuration
@@ -420,7 +448,12 @@ fn judged(baseline: &Figures, c: &Compared) -> Judged {
 
 #[test]
 fn acceptance_bounds_and_verdicts() {
-    use spike_acceptance::{killed_agree, pod_s_agree, workers_agree};
+    use spike_acceptance::{killed_agree, lead_no_worse, pod_s_agree, without_load_signal, workers_agree};
+    assert_eq!(without_load_signal("usage-load-signal-grace30").as_deref(), Some("usage-hpa-only-grace30"));
+    assert_eq!(without_load_signal("hpa-only-grace30"), None);
+    assert!(lead_no_worse((326.0, 17), (744.0, 30)) && lead_no_worse((100.0, 3), (0.0, 0)));
+    assert!(!lead_no_worse((716.0, 20), (1.6, 1)) && !lead_no_worse((0.0, 4), (0.0, 0)));
+    assert!(lead_no_worse((1_300.0, 13), (1_000.0, 10)) && !lead_no_worse((1_301.0, 0), (1_000.0, 10)));
     assert!(workers_agree(13.0, 10.0) && !workers_agree(14.0, 10.0));
     assert!(workers_agree(115.0, 100.0) && !workers_agree(116.0, 100.0) && !workers_agree(84.0, 100.0));
     assert!(pod_s_agree(1_300.0, 1_000.0) && !pod_s_agree(1_301.0, 1_000.0));

@@ -207,12 +207,30 @@ fn in_arrival_order<'s>(bed: &Testbed, scenario: &'s Scenario) -> Vec<&'s JobSpe
     specs
 }
 
-/// Job `spec` with an honest master announced by a Service, its workers like `worker`, its
-/// Deployment at `replicas`.
+/// Job `spec` with an honest master announced by a Service carrying the job's priority and
+/// weight (`colocate.dev/priority`, `colocate.dev/weight`: replay's controller shares room by
+/// them), its workers like `worker`, its Deployment at `replicas`.
 async fn start_job(bed: &Testbed, client: &Client, spec: &JobSpec, worker: WorkerPod<'_>, replicas: u32) -> ElasticJob {
     let bounds = (spec.min_workers, spec.max_workers, replicas);
-    ElasticJob::start_with(bed, client, JOB_NAMESPACE, &spec.name, bounds, Behaviour::Honest, worker, Announce::Service)
+    let job = ElasticJob::start_with(
+        bed,
+        client,
+        JOB_NAMESPACE,
+        &spec.name,
+        bounds,
+        Behaviour::Honest,
+        worker,
+        Announce::Service,
+    )
+    .await;
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), JOB_NAMESPACE);
+    let annotations = json!({"metadata": {"annotations": {
+        "colocate.dev/priority": spec.priority.to_string(), "colocate.dev/weight": spec.weight.to_string()}}});
+    services
+        .patch(&format!("{}-master", spec.name), &PatchParams::default(), &Patch::Merge(&annotations))
         .await
+        .expect("annotate a job's master with its priority and weight");
+    job
 }
 
 /// Waits until all `replicas` workers of `job` exist and each is bound or found Unschedulable;

@@ -53,6 +53,22 @@ pub fn workers_agree(replay: f64, live: f64) -> bool {
     (replay - live).abs() <= 3.0 || (live > 0.0 && (replay / live - 1.0).abs() <= 0.15 + 1e-9)
 }
 
+/// The configuration that differs from `config` only in leaving out the load signal
+/// (`load-signal-grace30` -> `hpa-only-grace30`), if `config` uses it.
+pub fn without_load_signal(config: &str) -> Option<String> {
+    config.contains("load-signal-").then(|| config.replacen("load-signal-", "hpa-only-", 1))
+}
+
+/// The load signal leads the HPA; it must not make things worse than the HPA alone: its
+/// configuration's pending pod-seconds and killed workers at most the HPA-only twin's, within
+/// the noise between runs the agreement bounds allow (30%, or 100 pod-s and 3 workers).
+pub fn lead_no_worse(lead: (f64, u64), hpa_only: (f64, u64)) -> bool {
+    let (pod_s, killed) = (lead.0, lead.1 as f64);
+    let (hpa_pod_s, hpa_killed) = (hpa_only.0, hpa_only.1 as f64);
+    pod_s <= hpa_pod_s + (0.30 * hpa_pod_s).max(100.0) + 1e-9
+        && killed <= hpa_killed + (0.30 * hpa_killed).max(3.0) + 1e-9
+}
+
 /// One configuration's figures, in the terms the acceptance judges.
 #[derive(Clone, Copy, Debug)]
 pub struct Judged {
