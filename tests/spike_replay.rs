@@ -389,9 +389,10 @@ fn replay_alone() {
     };
     let line = |name: &str, d: &WindowDraws| {
         let (p, k, y) = (d.pod_s(), d.killed(), d.killed_young());
-        let workers = replay_mean_workers(d);
+        let (workers, fewest, most) = replay_mean_workers(d);
         eprintln!(
-            "{name:<32} pod-s {:>7.1} [{:.1}-{:.1}]  killed {:>3} [{}-{}]  young {} [{}-{}]  mean workers {workers:.1}",
+            "{name:<32} pod-s {:>7.1} [{:.1}-{:.1}]  killed {:>3} [{}-{}]  young {} [{}-{}]  mean workers {workers:.1} \
+             [{fewest:.1}-{most:.1}]",
             p.median, p.min, p.max, k.median, k.min, k.max, y.median, y.min, y.max
         );
     };
@@ -774,13 +775,19 @@ fn side_by_side(c: &Compared) -> String {
 fn mean_workers(c: &Compared) -> (f64, f64) {
     let samples = &c.live_colocate.samples;
     let live = samples.iter().map(|(_, s)| s.workers as f64).sum::<f64>() / samples.len().max(1) as f64;
-    (live, replay_mean_workers(&c.replay_colocate))
+    (live, replay_mean_workers(&c.replay_colocate).0)
 }
 
-/// Running workers over the window on average in replay's median draw.
-fn replay_mean_workers(d: &WindowDraws) -> f64 {
-    let series = &d.typical().series;
-    series.iter().map(|s| f64::from(s.workers)).sum::<f64>() / series.len().max(1) as f64
+/// Replay's mean running workers over the window: the median over the draws, and their range.
+fn replay_mean_workers(d: &WindowDraws) -> (f64, f64, f64) {
+    let mut means: Vec<f64> = d
+        .runs
+        .iter()
+        .map(|r| r.series.iter().map(|s| f64::from(s.workers)).sum::<f64>() / r.series.len().max(1) as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |i: usize| means.get(i).copied().unwrap_or(0.0);
+    (at(means.len() / 2), at(0), at(means.len().saturating_sub(1)))
 }
 
 /// Step of the side-by-side series printed per configuration.

@@ -317,7 +317,11 @@ impl<'a> World<'a> {
         let p99 = self.services[s].served.p99_with(seen_at - latency_window, seen_at, newest);
         let load_signal = self.window.as_ref().is_none_or(|w| w.load_signal);
         let latency_signal = self.window.as_ref().is_none_or(|w| w.latency_signal);
-        let usage = usage_load(&self.scenario.loads[s], now, spec.observation.usage_scrape_interval);
+        let usage = usage_load(
+            &self.scenario.loads[s],
+            now - self.usage_scrape_phase(),
+            spec.observation.usage_scrape_interval,
+        );
         let state = &mut self.services[s];
         if load_signal {
             state.samples.push_back(Sample { at: Duration::from_secs_f64(now), value: rate });
@@ -327,6 +331,12 @@ impl<'a> World<'a> {
         }
         state.p99_sample = latency_signal.then_some(p99);
         state.usage_sample = Some(usage);
+    }
+
+    /// Where Prometheus' usage scrapes fall: every `observation.usage_scrape_interval` from this
+    /// offset (0 outside a window).
+    pub(super) fn usage_scrape_phase(&self) -> f64 {
+        self.window.as_ref().map_or(0.0, |w| w.usage_scrape_phase_s)
     }
 
     /// A finished job's workers exit at once.
@@ -563,13 +573,9 @@ pub(super) struct Accumulator {
     pub(super) pending_online: f64,
 }
 
-/// Mean of the load over `[from, to]` (clamped at 0): what a rate over that window reports.
-/// Exact, as a Prometheus rate of a counter is: averaged at 16 points a second apart, a step of
-/// WorldCup98's trace reads up to 7% high in the seconds after it, and replay would release
-/// workers a sample before live does.
 /// The load behind the usage the controller reads at `now`: `irate` over the usage counter is
-/// the mean over the last complete scrape interval, scrapes falling every `scrape` from the
-/// start of the replay.
+/// the mean over the last complete scrape interval, scrapes falling every `scrape` from 0 (a
+/// caller shifts `now` by the scrapes' phase).
 pub(super) fn usage_load(curve: &LoadCurve, now: f64, scrape: Duration) -> f64 {
     let newest = newest_usage_scrape(now, scrape);
     mean_load(curve, newest - scrape.as_secs_f64(), newest)
@@ -587,6 +593,10 @@ pub(super) fn usage_scraped(ready_at: f64, now: f64, scrape: Duration) -> bool {
     ready_at <= newest_usage_scrape(now, scrape) - scrape.as_secs_f64() + 1e-9
 }
 
+/// Mean of the load over `[from, to]` (clamped at 0): what a rate over that window reports.
+/// Exact, as a Prometheus rate of a counter is: averaged at 16 points a second apart, a step of
+/// WorldCup98's trace reads up to 7% high in the seconds after it, and replay would release
+/// workers a sample before live does.
 pub fn mean_load(curve: &LoadCurve, from: f64, to: f64) -> f64 {
     // An empty or reversed span reads the value at `from`: `LoadCurve::mean` sees to that.
     curve.mean(from.max(0.0), to)

@@ -23,6 +23,7 @@ fn build_snapshot(world: &World) -> Snapshot {
     let now = world.now;
     let usage_mode = world.policy == Policy::ColocateUsage;
     let usage_scrape = spec.observation.usage_scrape_interval;
+    let usage_phase = world.usage_scrape_phase();
     let nodes = world
         .cluster
         .nodes
@@ -66,7 +67,9 @@ fn build_snapshot(world: &World) -> Snapshot {
                 _ if !usage_mode || p.node.is_none() => None,
                 PodKind::System => Some(p.requests),
                 PodKind::Online { service }
-                    if p.is_ready(now) && p.ready_at.is_some_and(|r| usage_scraped(r, now, usage_scrape)) =>
+                    if p.is_ready(now)
+                        && p.ready_at
+                            .is_some_and(|r| usage_scraped(r - usage_phase, now - usage_phase, usage_scrape)) =>
                 {
                     per_replica[service]
                         .map(|u| Resources { cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64, ..p.requests })

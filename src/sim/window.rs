@@ -48,8 +48,9 @@ pub struct WindowSettings {
     pub latency_signal: bool,
     /// Which draw of the live run's chance to play: kube-scheduler's choices among nodes that
     /// rank alike ([`Cluster::tie_seed`](super::cluster::Cluster::tie_seed); 0 is a full
-    /// replay's) and where the window opens within a wall-clock second
-    /// ([`Cluster::wall_phase_s`](super::cluster::Cluster::wall_phase_s)). Nothing else
+    /// replay's), where the window opens within a wall-clock second
+    /// ([`Cluster::wall_phase_s`](super::cluster::Cluster::wall_phase_s)) and where within
+    /// its interval Prometheus scrapes the pods' usage. Nothing else
     /// changes: the HPA script, the load and the startup jitter stay the scenario's.
     pub tie_draw: u64,
 }
@@ -114,6 +115,8 @@ pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings:
         jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
         load_signal: settings.load_signal,
         latency_signal: settings.latency_signal,
+        usage_scrape_phase_s: draw(settings.tie_draw, "usage scrape phase")
+            * scenario.spec.observation.usage_scrape_interval.as_secs_f64(),
         script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
         filled: false,
         kcm: ClientBucket::full(0.0),

@@ -17,6 +17,9 @@ pub(crate) struct Window {
     pub jobs_at: f64,
     pub load_signal: bool,
     pub latency_signal: bool,
+    /// Where Prometheus' scrapes of the pods' usage fall, as an offset into the scrape interval:
+    /// against the spike, that is chance in a live run.
+    pub usage_scrape_phase_s: f64,
     /// Per service, the syncs still to play, the next last.
     pub(super) script: Vec<Vec<HpaSync>>,
     pub filled: bool,
