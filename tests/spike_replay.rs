@@ -30,7 +30,8 @@
 //!     colocate publishes each node's batch capacity from it; the workers are BestEffort, asking
 //!     for that capacity (the scenario's worker CPU and memory) and no `cpu` or `memory`; the
 //!     jobs start empty beside the running controller, which fills them in a longer warm-up.
-//!     Besides the usual bounds, replay must predict the window's mean running workers.
+//!     Besides the usual bounds, replay must predict the CPU the running workers ask for over
+//!     the window, on average.
 //!
 //! Under colocate the service's PriorityClass takes the scenario's `preemption_policy` unless
 //! the configuration says `Never`; the baseline always preempts.
@@ -51,14 +52,14 @@ use std::time::{Duration, Instant};
 
 use colocate::sim::report::YOUNG_VICTIM_S;
 use colocate::sim::scenario::{PreemptionPolicy, ServiceSpec};
-use colocate::sim::window::{Spread, WindowDraws, WindowSettings};
+use colocate::sim::window::{Spread, WindowDraws, WindowSample, WindowSettings};
 use colocate::sim::{Policy, Scenario};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 use support::cadvisor::Cadvisor;
 use support::cluster::{self, Controller};
 use support::load_exporter::{self, LoadExporter};
-use support::pod_recorder::PodRecorder;
+use support::pod_recorder::{PodRecorder, Sample};
 use support::process::free_port;
 use support::prometheus::Prometheus;
 use support::spike::{self, Schedule};
@@ -325,12 +326,13 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             baseline.scheduler_preemptions()
         );
     }
-    // In usage mode replay also predicts how far the jobs shrink.
+    // In usage mode replay also predicts how far the jobs shrink: the CPU their running workers
+    // ask for (a count would weigh a 4-CPU worker like a 2-CPU one).
     for c in compared.iter().filter(|c| c.config.usage) {
-        let (live, replay) = mean_workers(c);
+        let [_, (live, replay)] = mean_workers(c);
         assert!(
-            spike_acceptance::workers_agree(replay, live),
-            "{}: running workers over the window, live {live:.1} on average, replay {replay:.1}",
+            spike_acceptance::worker_cpu_agree(replay, live),
+            "{}: CPU the running workers ask over the window, live {live:.1} cores on average, replay {replay:.1}",
             c.config.name
         );
     }
@@ -389,10 +391,10 @@ fn replay_alone() {
     };
     let line = |name: &str, d: &WindowDraws| {
         let (p, k, y) = (d.pod_s(), d.killed(), d.killed_young());
-        let (workers, fewest, most) = replay_mean_workers(d);
+        let ((workers, fewest, most), (cores, least, top)) = replay_mean_workers(d);
         eprintln!(
             "{name:<32} pod-s {:>7.1} [{:.1}-{:.1}]  killed {:>3} [{}-{}]  young {} [{}-{}]  mean workers {workers:.1} \
-             [{fewest:.1}-{most:.1}]",
+             [{fewest:.1}-{most:.1}] asking {cores:.1} cores [{least:.1}-{top:.1}]",
             p.median, p.min, p.max, k.median, k.min, k.max, y.median, y.min, y.max
         );
     };
@@ -449,14 +451,14 @@ fn judged(baseline: &Figures, c: &Compared) -> Judged {
 
 #[test]
 fn acceptance_bounds_and_verdicts() {
-    use spike_acceptance::{killed_agree, lead_no_worse, pod_s_agree, without_load_signal, workers_agree};
+    use spike_acceptance::{killed_agree, lead_no_worse, pod_s_agree, without_load_signal, worker_cpu_agree};
     assert_eq!(without_load_signal("usage-load-signal-grace30").as_deref(), Some("usage-hpa-only-grace30"));
     assert_eq!(without_load_signal("hpa-only-grace30"), None);
     assert!(lead_no_worse((326.0, 17), (744.0, 30)) && lead_no_worse((100.0, 3), (0.0, 0)));
     assert!(!lead_no_worse((716.0, 20), (1.6, 1)) && !lead_no_worse((0.0, 4), (0.0, 0)));
     assert!(lead_no_worse((1_300.0, 13), (1_000.0, 10)) && !lead_no_worse((1_301.0, 0), (1_000.0, 10)));
-    assert!(workers_agree(13.0, 10.0) && !workers_agree(14.0, 10.0));
-    assert!(workers_agree(115.0, 100.0) && !workers_agree(116.0, 100.0) && !workers_agree(84.0, 100.0));
+    assert!(worker_cpu_agree(18.0, 10.0) && !worker_cpu_agree(18.1, 10.0));
+    assert!(worker_cpu_agree(115.0, 100.0) && !worker_cpu_agree(116.0, 100.0) && !worker_cpu_agree(84.0, 100.0));
     assert!(pod_s_agree(1_300.0, 1_000.0) && !pod_s_agree(1_301.0, 1_000.0));
     assert!(pod_s_agree(0.0, 100.0) && !pod_s_agree(0.0, 101.0));
     assert!(killed_agree(0, 3) && !killed_agree(0, 4));
@@ -770,24 +772,27 @@ fn side_by_side(c: &Compared) -> String {
     out
 }
 
-/// Running workers over the window on average: live (the pod watch's samples) and replay (its
-/// median draw's steps).
-fn mean_workers(c: &Compared) -> (f64, f64) {
+/// Running workers over the window on average, and the CPU they ask for (cores): live (the
+/// pod watch's samples) and replay (the median over its draws).
+fn mean_workers(c: &Compared) -> [(f64, f64); 2] {
     let samples = &c.live_colocate.samples;
-    let live = samples.iter().map(|(_, s)| s.workers as f64).sum::<f64>() / samples.len().max(1) as f64;
-    (live, replay_mean_workers(&c.replay_colocate).0)
+    let live =
+        |f: &dyn Fn(&Sample) -> f64| samples.iter().map(|(_, s)| f(s)).sum::<f64>() / samples.len().max(1) as f64;
+    let (workers, cores) = replay_mean_workers(&c.replay_colocate);
+    [(live(&|s| s.workers as f64), workers.0), (live(&|s| s.running_worker_cpu_milli as f64 / 1000.0), cores.0)]
 }
 
-/// Replay's mean running workers over the window: the median over the draws, and their range.
-fn replay_mean_workers(d: &WindowDraws) -> (f64, f64, f64) {
-    let mut means: Vec<f64> = d
-        .runs
-        .iter()
-        .map(|r| r.series.iter().map(|s| f64::from(s.workers)).sum::<f64>() / r.series.len().max(1) as f64)
-        .collect();
-    means.sort_by(f64::total_cmp);
-    let at = |i: usize| means.get(i).copied().unwrap_or(0.0);
-    (at(means.len() / 2), at(0), at(means.len().saturating_sub(1)))
+/// Replay's running workers over the window on average, and the cores they ask for: each the
+/// median over the draws, with the draws' range.
+fn replay_mean_workers(d: &WindowDraws) -> ((f64, f64, f64), (f64, f64, f64)) {
+    let spread = |f: &dyn Fn(&WindowSample) -> f64| {
+        let mut means: Vec<f64> =
+            d.runs.iter().map(|r| r.series.iter().map(f).sum::<f64>() / r.series.len().max(1) as f64).collect();
+        means.sort_by(f64::total_cmp);
+        let at = |i: usize| means.get(i).copied().unwrap_or(0.0);
+        (at(means.len() / 2), at(0), at(means.len().saturating_sub(1)))
+    };
+    (spread(&|s| f64::from(s.workers)), spread(&|s| s.worker_cpu_milli as f64 / 1000.0))
 }
 
 /// Step of the side-by-side series printed per configuration.
@@ -880,9 +885,10 @@ fn comparison(baseline: &Figures, compared: &[Compared]) -> String {
             "{:<26} live killed bound < {YOUNG_VICTIM_S:.0} s before: preemption {}, colocate {}\n",
             c.config.name, baseline.preempted_young, c.live_colocate.preempted_young
         );
-        let (live, replay) = mean_workers(c);
+        let [(live, replay), (live_cores, replay_cores)] = mean_workers(c);
         out += &format!(
-            "{:<26} running workers over the window on average: live {live:.1}, replay {replay:.1}\n",
+            "{:<26} running workers over the window on average: live {live:.1} ({live_cores:.1} cores), replay \
+             {replay:.1} ({replay_cores:.1} cores)\n",
             c.config.name
         );
     }

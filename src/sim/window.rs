@@ -92,6 +92,8 @@ pub struct WindowSample {
     pub scheduler_victims_leaving: u64,
     /// Active workers of every job.
     pub workers: u32,
+    /// The CPU they ask for (requests, or of the batch capacity), in millicores.
+    pub worker_cpu_milli: i64,
     /// Worker pods waiting for a node.
     pub pending_workers: u32,
 }
@@ -128,6 +130,8 @@ pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings:
 pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSettings) -> WindowFigures {
     let world = window_world(scenario, policy, settings);
     let dt = world.window.as_ref().expect("a window world has its window").step_s;
+    // Each job's worker CPU, in the timeline's job order.
+    let worker_cpu: Vec<i64> = world.jobs.iter().map(|j| j.spec.worker.resources().cpu_milli).collect();
     let run = world.run(&mut |_| {});
     let inside: Vec<_> = run.timeline.iter().filter(|r| r.t + 1e-9 >= settings.from_s && r.t < settings.to_s).collect();
     let before = run.timeline.iter().rev().find(|r| r.t + 1e-9 < settings.from_s);
@@ -156,6 +160,7 @@ pub fn replay_window(scenario: &Scenario, policy: Policy, settings: &WindowSetti
                 scheduler_preemptions: r.killed_by_scheduler - killed0,
                 scheduler_victims_leaving: r.victims_leaving - leaving0,
                 workers: r.workers.iter().sum(),
+                worker_cpu_milli: r.workers.iter().zip(&worker_cpu).map(|(n, cpu)| i64::from(*n) * cpu).sum(),
                 pending_workers: r.pending_workers,
             })
             .collect(),

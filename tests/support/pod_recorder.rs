@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use colocate::live::batch::{requested, BatchNames};
 use colocate::live::names::{JOB_LABEL, ROLE_LABEL};
 use colocate::live::translate::pod_requests;
 use futures::StreamExt;
@@ -31,6 +32,9 @@ pub struct PodRecord {
     pub name: String,
     pub role: Role,
     pub cpu_milli: i64,
+    /// The CPU it asks of the batch capacity colocate publishes (a BestEffort worker's
+    /// `colocate.dev/batch-cpu`), in millicores.
+    pub batch_cpu_milli: i64,
     pub seen: Instant,
     /// First seen with PodScheduled=False, reason Unschedulable: no node had room.
     pub unschedulable: Option<Instant>,
@@ -87,6 +91,9 @@ pub struct Sample {
     pub workers: usize,
     /// CPU held by workers, leaving ones included (they keep their node until they are gone).
     pub worker_cpu_milli: i64,
+    /// CPU the running workers ask for, as requests or of the batch capacity: what training runs
+    /// on, whatever the capacity mode.
+    pub running_worker_cpu_milli: i64,
     pub online_running: usize,
     pub online_unschedulable: usize,
     /// Worker pods created and not bound yet (replacements of preempted workers, or growth).
@@ -173,12 +180,22 @@ impl Drop for PodRecorder {
 }
 
 fn sample(records: &HashMap<String, PodRecord>, at: Instant) -> Sample {
-    let mut s =
-        Sample { at, workers: 0, worker_cpu_milli: 0, online_running: 0, online_unschedulable: 0, workers_pending: 0 };
+    let mut s = Sample {
+        at,
+        workers: 0,
+        worker_cpu_milli: 0,
+        running_worker_cpu_milli: 0,
+        online_running: 0,
+        online_unschedulable: 0,
+        workers_pending: 0,
+    };
     for r in records.values() {
         match r.role {
             Role::Worker { .. } => {
-                s.workers += usize::from(r.running_at(at));
+                if r.running_at(at) {
+                    s.workers += 1;
+                    s.running_worker_cpu_milli += r.cpu_milli + r.batch_cpu_milli;
+                }
                 s.workers_pending += usize::from(r.pending_at(at));
                 if r.on_node_at(at) {
                     s.worker_cpu_milli += r.cpu_milli;
@@ -215,6 +232,7 @@ fn observe(records: &mut HashMap<String, PodRecord>, p: &Pod, now: Instant) {
         name: p.metadata.name.clone().unwrap_or_default(),
         role,
         cpu_milli: pod_requests(p).map(|r| r.cpu_milli).unwrap_or(0),
+        batch_cpu_milli: requested(p, BatchNames::Colocate).map(|r| r.cpu_milli).unwrap_or(0),
         seen: now,
         unschedulable: None,
         bound: None,

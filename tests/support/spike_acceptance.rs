@@ -46,11 +46,12 @@ pub fn killed_agree(replay: u64, live: usize) -> bool {
     (r - l).abs() <= 3.0 || (l > 0.0 && (r / l - 1.0).abs() <= 0.30 + 1e-9)
 }
 
-/// Replay predicts how many workers run (in usage mode, where nothing waits or is killed, what
-/// the configuration shows is how far colocate shrinks the jobs): the window's mean within ±15%,
-/// or within 3 workers.
-pub fn workers_agree(replay: f64, live: f64) -> bool {
-    (replay - live).abs() <= 3.0 || (live > 0.0 && (replay / live - 1.0).abs() <= 0.15 + 1e-9)
+/// Replay predicts how much CPU the running workers ask for (in usage mode, where nothing waits
+/// or is killed, what the configuration shows is how far colocate shrinks the jobs): the
+/// window's mean within ±15%, or within 8 cores (a couple of workers of any size).
+pub fn worker_cpu_agree(replay_cores: f64, live_cores: f64) -> bool {
+    (replay_cores - live_cores).abs() <= 8.0 + 1e-9
+        || (live_cores > 0.0 && (replay_cores / live_cores - 1.0).abs() <= 0.15 + 1e-9)
 }
 
 /// The configuration that differs from `config` only in leaving out the load signal
