@@ -46,6 +46,7 @@ async fn cluster(bed: &Testbed, dir: &Path) -> (kube::Client, ElasticJob, Elasti
         worker,
         Announce::Service,
         Some(tls),
+        &[],
     )
     .await;
     // The second job's master is announced by a Pod rather than a Service.

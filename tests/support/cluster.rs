@@ -313,11 +313,13 @@ impl ElasticJob {
         worker: WorkerPod<'_>,
         announce: Announce,
     ) -> ElasticJob {
-        ElasticJob::start_serving(bed, client, ns, name, sizes, behaviour, worker, announce, None).await
+        ElasticJob::start_serving(bed, client, ns, name, sizes, behaviour, worker, announce, None, &[]).await
     }
 
     /// As [`start_with`](ElasticJob::start_with); with `tls` the master serves https as
-    /// `localhost` (the annotation says `https://localhost:PORT`).
+    /// `localhost` (the annotation says `https://localhost:PORT`). The object that announces the
+    /// master carries `annotations` too (a job's `colocate.dev/priority`, `colocate.dev/weight`)
+    /// from its creation, so the controller never sees the job without them.
     #[allow(clippy::too_many_arguments)]
     pub async fn start_serving(
         bed: &Testbed,
@@ -329,6 +331,7 @@ impl ElasticJob {
         worker: WorkerPod<'_>,
         announce: Announce,
         tls: Option<Arc<rustls::ServerConfig>>,
+        annotations: &[(&str, String)],
     ) -> ElasticJob {
         let labels = json!({"colocate.dev/job": name, "colocate.dev/role": "worker"});
         let workers = format!("{name}-workers");
@@ -363,9 +366,12 @@ impl ElasticJob {
             Some(model) => spawn_master(config, ModelledTraining::new(backend, model), tls, stopped).await,
             None => spawn_master(config, backend, tls, stopped).await,
         };
-        let metadata = json!({"namespace": ns, "name": format!("{name}-master"),
+        let mut metadata = json!({"namespace": ns, "name": format!("{name}-master"),
             "labels": {"colocate.dev/master": "true", "colocate.dev/job": name},
             "annotations": {"colocate.dev/master-url": url}});
+        for (key, value) in annotations {
+            metadata["annotations"][*key] = json!(value);
+        }
         bed.kubectl_apply(&match announce {
             Announce::Service => json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata,
                 "spec": {"ports": [{"name": "master", "port": 8080}]}}),

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use colocate::live::names::{PRIORITY_ANNOTATION, WEIGHT_ANNOTATION};
 use colocate::sim::scenario::{JobSpec, ServiceSpec};
 use colocate::sim::window::{hpa_script, HpaSync};
 use colocate::sim::Scenario;
@@ -212,25 +213,10 @@ fn in_arrival_order<'s>(bed: &Testbed, scenario: &'s Scenario) -> Vec<&'s JobSpe
 /// them), its workers like `worker`, its Deployment at `replicas`.
 async fn start_job(bed: &Testbed, client: &Client, spec: &JobSpec, worker: WorkerPod<'_>, replicas: u32) -> ElasticJob {
     let bounds = (spec.min_workers, spec.max_workers, replicas);
-    let job = ElasticJob::start_with(
-        bed,
-        client,
-        JOB_NAMESPACE,
-        &spec.name,
-        bounds,
-        Behaviour::Honest,
-        worker,
-        Announce::Service,
-    )
-    .await;
-    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), JOB_NAMESPACE);
-    let annotations = json!({"metadata": {"annotations": {
-        "colocate.dev/priority": spec.priority.to_string(), "colocate.dev/weight": spec.weight.to_string()}}});
-    services
-        .patch(&format!("{}-master", spec.name), &PatchParams::default(), &Patch::Merge(&annotations))
+    let annotations = [(PRIORITY_ANNOTATION, spec.priority.to_string()), (WEIGHT_ANNOTATION, spec.weight.to_string())];
+    let (name, honest, announce) = (&spec.name, Behaviour::Honest, Announce::Service);
+    ElasticJob::start_serving(bed, client, JOB_NAMESPACE, name, bounds, honest, worker, announce, None, &annotations)
         .await
-        .expect("annotate a job's master with its priority and weight");
-    job
 }
 
 /// Waits until all `replicas` workers of `job` exist and each is bound or found Unschedulable;
