@@ -221,12 +221,18 @@ pub fn node_rooms(
     // Per node, in usage mode: CPU its online and system pods request and do not use (what usage
     // reclaims), the most the CPU margin takes there.
     let mut reclaimed = vec![0_i64; rooms.len()];
+    // Per node, in usage mode: CPU its online and system pods use, CPU requested by those whose
+    // usage is not known yet, and CPU its running workers ask for (to say why they shrink).
+    let mut online_cpu = vec![(0_i64, 0_i64, 0_i64); if usage_mode { rooms.len() } else { 0 }];
     // Per node: the scheduler's victims that outlast a release, and what they hold.
     let mut held: NameMap<usize, (u32, Resources)> = NameMap::default();
     for (p, pod) in snap.pods.iter().enumerate() {
         let Some(i) = index.node_of(p) else { continue };
         let room = &mut rooms[i];
         let worker = matches!(pod.class, PodClass::Worker { .. });
+        if worker && usage_mode && !pod.terminating() {
+            online_cpu[i].2 += pod.requests.cpu_milli;
+        }
         // A worker in usage mode requests batch resources only: the scheduler sees it hold no
         // CPU or memory.
         if !(worker && usage_mode) {
@@ -245,6 +251,10 @@ pub fn node_rooms(
             }
             room.training_room -= held;
             reclaimed[i] += (pod.requests.cpu_milli - held.cpu_milli).max(0);
+            match pod.usage {
+                Some(_) => online_cpu[i].0 += held.cpu_milli,
+                None => online_cpu[i].1 += held.cpu_milli,
+            }
         } else if !worker {
             room.training_room -= pod.requests;
         } else if victim_outlasts_a_release(snap, index, p) {
@@ -316,6 +326,19 @@ pub fn node_rooms(
                 memory_bytes: a.scaled_up(config.usage_memory_margin).memory_bytes,
                 gpu: 0,
             };
+        }
+        // Where what online pods use squeezes the workers out, say so: with no pods coming, the
+        // explanation would otherwise fall back to other jobs taking the room.
+        for (room, &(used, unmeasured, asked)) in rooms.iter_mut().zip(&online_cpu) {
+            let keep = room.training_room.cpu_milli + room.keep_cpu_slack;
+            if asked > keep && room.pressure.is_empty() {
+                let text = format!(
+                    "online and system pods use {:.1} CPU, and pods whose usage is not known yet request {:.1} more",
+                    used as f64 / 1000.0,
+                    unmeasured as f64 / 1000.0
+                );
+                room.pressure.push((Reason::OnlineHeadroom, text));
+            }
         }
     }
     (rooms, unplaced)

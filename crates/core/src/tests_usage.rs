@@ -230,6 +230,11 @@ fn best_effort_workers_are_kept_through_a_squeeze_within_the_overcommit() {
     assert_eq!(node_cap(&d, "n1").batch.unwrap().cpu_milli, 3500, "the node carries what is left");
     // 8 - 5 = 3 CPU left: 1 over, beyond 0.8; three workers fit.
     assert_eq!(move_of(&decide_once(config, &squeezed(5000)), "a"), (4, 3));
+    // The shrink says what took the room: web's usage, not another job.
+    let d = decide_once(Config { usage_cpu_overcommit: 0.1, ..usage() }, &squeezed(5000));
+    let i = the_intent(&d, "a");
+    assert_eq!(i.reason, Reason::OnlineHeadroom, "{}", i.why);
+    assert!(i.why.contains("n1: online and system pods use 5.0 CPU"), "{}", i.why);
     // Without the overcommit the first squeeze shrinks too.
     let strict = Config { usage_cpu_overcommit: 0.0, ..usage() };
     assert_eq!(move_of(&decide_once(strict, &squeezed(4500)), "a"), (4, 3));
