@@ -221,9 +221,8 @@ pub fn node_rooms(
     // Per node, in usage mode: CPU its online and system pods request and do not use (what usage
     // reclaims), the most the CPU margin takes there.
     let mut reclaimed = vec![0_i64; rooms.len()];
-    // Per node, in usage mode: CPU its online and system pods use, CPU requested by those whose
-    // usage is not known yet, and CPU its running workers ask for (to say why they shrink).
-    let mut online_cpu = vec![(0_i64, 0_i64, 0_i64); if usage_mode { rooms.len() } else { 0 }];
+    // Per node, in usage mode: the CPU that says why its workers shrink.
+    let mut cpu_seen = vec![CpuSeen::default(); if usage_mode { rooms.len() } else { 0 }];
     // Per node: the scheduler's victims that outlast a release, and what they hold.
     let mut held: NameMap<usize, (u32, Resources)> = NameMap::default();
     for (p, pod) in snap.pods.iter().enumerate() {
@@ -231,7 +230,7 @@ pub fn node_rooms(
         let room = &mut rooms[i];
         let worker = matches!(pod.class, PodClass::Worker { .. });
         if worker && usage_mode && !pod.terminating() {
-            online_cpu[i].2 += pod.requests.cpu_milli;
+            cpu_seen[i].workers_ask += pod.requests.cpu_milli;
         }
         // A worker in usage mode requests batch resources only: the scheduler sees it hold no
         // CPU or memory.
@@ -252,8 +251,8 @@ pub fn node_rooms(
             room.training_room -= held;
             reclaimed[i] += (pod.requests.cpu_milli - held.cpu_milli).max(0);
             match pod.usage {
-                Some(_) => online_cpu[i].0 += held.cpu_milli,
-                None => online_cpu[i].1 += held.cpu_milli,
+                Some(_) => cpu_seen[i].used += held.cpu_milli,
+                None => cpu_seen[i].unmeasured += held.cpu_milli,
             }
         } else if !worker {
             room.training_room -= pod.requests;
@@ -329,19 +328,30 @@ pub fn node_rooms(
         }
         // Where what online pods use squeezes the workers out, say so: with no pods coming, the
         // explanation would otherwise fall back to other jobs taking the room.
-        for (room, &(used, unmeasured, asked)) in rooms.iter_mut().zip(&online_cpu) {
+        for (room, seen) in rooms.iter_mut().zip(&cpu_seen) {
             let keep = room.training_room.cpu_milli + room.keep_cpu_slack;
-            if asked > keep && room.pressure.is_empty() {
+            if seen.workers_ask > keep && room.pressure.is_empty() {
                 let text = format!(
                     "online and system pods use {:.1} CPU, and pods whose usage is not known yet request {:.1} more",
-                    used as f64 / 1000.0,
-                    unmeasured as f64 / 1000.0
+                    seen.used as f64 / 1000.0,
+                    seen.unmeasured as f64 / 1000.0
                 );
                 room.pressure.push((Reason::OnlineHeadroom, text));
             }
         }
     }
     (rooms, unplaced)
+}
+
+/// One node's CPU in `capacity: usage`, in millicores, for the explanation of a shrink.
+#[derive(Clone, Copy, Default)]
+struct CpuSeen {
+    /// Used by its online and system pods whose usage is known.
+    used: i64,
+    /// Requested by those whose usage is not known yet (they count at their request).
+    unmeasured: i64,
+    /// Asked for by its running workers.
+    workers_ask: i64,
 }
 
 /// What an online or system pod holds of its node in `capacity: usage`: the CPU it uses and
