@@ -253,6 +253,7 @@ async fn colocate_and_its_replay_side_by_side_on_a_replayed_spike() {
             // The live controller has no latency query here, so its latency guard never shrinks.
             latency_signal: false,
             tie_draw: 0,
+            usage_scrape_phase_s: live_colocate.usage_scrape_phase_s,
         };
         let replay_preemption =
             WindowDraws::replay(scenario, Policy::Preemption, &settings(WARM_UP.as_secs_f64()), DRAWS);
@@ -388,6 +389,7 @@ fn replay_alone() {
         load_signal,
         latency_signal: false,
         tie_draw: 0,
+        usage_scrape_phase_s: None,
     };
     let line = |name: &str, d: &WindowDraws| {
         let (p, k, y) = (d.pod_s(), d.killed(), d.killed_young());
@@ -632,6 +634,17 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     tokio::time::sleep_until(at(schedule.to_s)).await;
     let end = Instant::now();
 
+    // Where the usage scrapes fell in this run, in scenario time, for replay to play alike.
+    let usage_scrape_phase_s = match (&cadvisor, &signal) {
+        (Some(_), Some((_, prometheus))) => {
+            let every = scenario.spec.observation.usage_scrape_interval.as_secs_f64();
+            let last = prometheus.api().query("timestamp(up{job=\"cadvisor\"})", None).await.ok();
+            let scraped_unix = last.as_ref().and_then(|s| s.first()?.points.last().map(|p| p.1));
+            let t0_unix = t0_wall.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+            scraped_unix.map(|at| (schedule.from_s + at - t0_unix).rem_euclid(every))
+        }
+        _ => None,
+    };
     let forced = match &controller {
         Some(c) => spike_figures::sum_series(&c.metrics().await, "colocate_forced_preemptions_total{"),
         None => 0.0,
@@ -654,7 +667,9 @@ async fn run(scenario: &Scenario, schedule: &Schedule, config: Option<SpikeConfi
     }
     keep_scheduler_log(&bed, &name, t0_wall);
     let warmup_s = controller_started.map_or(0.0, |s| t0.duration_since(s).as_secs_f64());
-    spike_figures::figures(label, fill, &recorder, (t0, end), forced, commands, warmup_s)
+    let mut figures = spike_figures::figures(label, fill, &recorder, (t0, end), forced, commands, warmup_s);
+    figures.usage_scrape_phase_s = usage_scrape_phase_s;
+    figures
 }
 
 /// `colocate run`'s configuration: the scenario's service by its HPA, and with a load signal
@@ -807,6 +822,7 @@ fn live_json(f: &Figures) -> Value {
         "scale_commands": f.scale_commands.len(),
         "online_max_unschedulable": f.max_pending,
         "controller_warmup_s": f.warmup_s,
+        "usage_scrape_phase_s": f.usage_scrape_phase_s,
     })
 }
 

@@ -23,6 +23,7 @@ use super::report::{PolicyResult, TimelineRow, YOUNG_VICTIM_S};
 use super::scenario::{PreemptionPolicy, Scenario};
 use super::service::HpaSync;
 use super::service::{p99_seconds, utilization, HpaState, LatencyHistory};
+use super::usage_scrapes::ReadyHistory;
 use super::window_plan::Window;
 use crate::core::{CapacityMode, Config, Core, Sample, ScaleIntent, WorkReport};
 
@@ -34,9 +35,11 @@ pub struct SimService {
     pub samples: VecDeque<Sample>,
     /// The controller's last p99 sample, seconds.
     pub p99_sample: Option<f64>,
-    /// The load its pods' CPU usage was last sampled at (requests/s, over the load window):
+    /// The load per ready replica its pods' CPU usage was last sampled at (requests/s):
     /// cAdvisor's counters through the same Prometheus as the load.
     pub usage_sample: Option<f64>,
+    /// Its ready replicas over the last usage scrapes (`colocate-usage` only).
+    pub(super) ready_history: ReadyHistory,
     /// Each step's requests and their p99, for the p99 samples.
     pub served: LatencyHistory,
     /// Every sync of its HPA so far.
@@ -134,6 +137,7 @@ impl<'a> World<'a> {
                 samples: VecDeque::new(),
                 p99_sample: None,
                 usage_sample: None,
+                ready_history: ReadyHistory::default(),
                 served: LatencyHistory::default(),
                 syncs: Vec::new(),
                 creating: VecDeque::new(),
@@ -212,6 +216,11 @@ impl<'a> World<'a> {
         }
         for (s, svc) in spec.services.iter().enumerate() {
             self.create_due_pods(s);
+            if self.policy == Policy::ColocateUsage {
+                let (_, ready) = self.replica_counts(s);
+                let keep_since = now - 2.0 * spec.observation.usage_scrape_interval.as_secs_f64();
+                self.services[s].ready_history.record(now, ready, keep_since);
+            }
             self.services[s].load = self.scenario.loads[s].at(now);
             if sampling {
                 self.sample_service(s);
@@ -317,9 +326,10 @@ impl<'a> World<'a> {
         let p99 = self.services[s].served.p99_with(seen_at - latency_window, seen_at, newest);
         let load_signal = self.window.as_ref().is_none_or(|w| w.load_signal);
         let latency_signal = self.window.as_ref().is_none_or(|w| w.latency_signal);
-        let usage = usage_load(
+        let usage = self.services[s].ready_history.scraped_load_per_replica(
             &self.scenario.loads[s],
-            now - self.usage_scrape_phase(),
+            now,
+            self.usage_scrape_phase(),
             spec.observation.usage_scrape_interval,
         );
         let state = &mut self.services[s];
@@ -330,7 +340,7 @@ impl<'a> World<'a> {
             state.samples.pop_front();
         }
         state.p99_sample = latency_signal.then_some(p99);
-        state.usage_sample = Some(usage);
+        state.usage_sample = usage;
     }
 
     /// Where Prometheus' usage scrapes fall: every `observation.usage_scrape_interval` from this
@@ -571,26 +581,6 @@ pub(super) struct Accumulator {
     pub(super) above_target: f64,
     pub(super) slo_violation: f64,
     pub(super) pending_online: f64,
-}
-
-/// The load behind the usage the controller reads at `now`: `irate` over the usage counter is
-/// the mean over the last complete scrape interval, scrapes falling every `scrape` from 0 (a
-/// caller shifts `now` by the scrapes' phase).
-pub(super) fn usage_load(curve: &LoadCurve, now: f64, scrape: Duration) -> f64 {
-    let newest = newest_usage_scrape(now, scrape);
-    mean_load(curve, newest - scrape.as_secs_f64(), newest)
-}
-
-/// When Prometheus last scraped the pods' usage, as of `now`.
-fn newest_usage_scrape(now: f64, scrape: Duration) -> f64 {
-    let every = scrape.as_secs_f64();
-    (now / every + 1e-9).floor() * every
-}
-
-/// Whether `irate` answers for a pod ready since `ready_at`: it needs two scrapes of the pod,
-/// and until then the controller counts the pod at its request.
-pub(super) fn usage_scraped(ready_at: f64, now: f64, scrape: Duration) -> bool {
-    ready_at <= newest_usage_scrape(now, scrape) - scrape.as_secs_f64() + 1e-9
 }
 
 /// Mean of the load over `[from, to]` (clamped at 0): what a rate over that window reports.

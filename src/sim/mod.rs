@@ -29,6 +29,7 @@ pub mod spike;
 pub mod svg;
 pub mod units;
 mod usage;
+mod usage_scrapes;
 pub mod window;
 pub mod window_plan;
 pub mod worth;

@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use super::cluster::PodKind;
-use super::engine::{usage_scraped, World};
+use super::engine::World;
 use super::job_model::SimJob;
 use super::policy::Policy;
 use super::service::utilization;
+use super::usage_scrapes::usage_scraped;
 use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Resources, Service, SharedName, Snapshot};
 
 impl World<'_> {
@@ -35,17 +36,16 @@ fn build_snapshot(world: &World) -> Snapshot {
             batch: usage_mode.then_some(n.batch_capacity),
         })
         .collect();
-    // Usage as sampled: a ready replica's CPU at its service's sampled load, spread evenly over
-    // the ready replicas (a load balancer's share); memory as requested. A replica starting,
-    // one not scraped twice yet, or a service not sampled yet, has no usage (the core counts
-    // its request).
+    // Usage as sampled: a ready replica's CPU at its share of its service's load (a load
+    // balancer's, even) over the last complete usage scrape; memory as requested. A replica
+    // starting, one not scraped twice yet, or a service not sampled yet, has no usage (the core
+    // counts an autoscaled replica at its HPA's target, any other pod at its request).
     let per_replica: Vec<Option<f64>> = (0..spec.services.len())
         .map(|s| {
-            let (_, ready) = world.replica_counts(s);
             world.services[s]
                 .usage_sample
                 .filter(|_| usage_mode)
-                .map(|rate| utilization(&spec.services[s], rate, ready))
+                .map(|per_replica| utilization(&spec.services[s], per_replica, 1))
         })
         .collect();
     let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();

@@ -284,6 +284,7 @@ fn flash_window(warmup_s: f64, load_signal: bool) -> (Scenario, super::window::W
         load_signal,
         latency_signal: false,
         tie_draw: 0,
+        usage_scrape_phase_s: None,
     };
     (Scenario::load(path).unwrap(), settings)
 }

@@ -63,6 +63,7 @@ fn a_window_under_usage_mode_is_filled_by_the_controller_and_shrinks_on_the_spik
         load_signal: true,
         latency_signal: false,
         tie_draw: 0,
+        usage_scrape_phase_s: None,
     };
     let figures = replay_window(&scenario, Policy::ColocateUsage, &settings);
     let first = figures.series.first().expect("a step in the window").workers;
@@ -70,26 +71,4 @@ fn a_window_under_usage_mode_is_filled_by_the_controller_and_shrinks_on_the_spik
     assert!(first > 0, "no worker running as the window opens: {:?}", &figures.series[..3]);
     assert!(last < first, "the spike shrank nothing: {first} -> {last}");
     assert_eq!((figures.online_unschedulable_pod_s, figures.scheduler_preemptions), (0.0, 0));
-}
-
-/// `irate` over cAdvisor's counter reads the mean over the last complete scrape interval, and
-/// answers for a new pod only once it has been scraped twice.
-#[test]
-fn usage_is_read_as_irate_over_the_usage_scrapes() {
-    use super::engine::{usage_load, usage_scraped};
-    use super::load::LoadCurve;
-    use std::time::Duration;
-    let every = Duration::from_secs(15);
-    // 0 rps until 20 s, then 150.
-    let curve = LoadCurve::Steps(vec![(0.0, 0.0), (20.0, 150.0)]);
-    assert_eq!(usage_load(&curve, 29.0, every), 0.0, "the scrape at 15 s covers 0..15");
-    assert!((usage_load(&curve, 30.0, every) - 100.0).abs() < 1e-9, "the scrape at 30 s covers 15..30");
-    assert!((usage_load(&curve, 44.9, every) - 100.0).abs() < 1e-9, "unchanged until the next scrape");
-    assert_eq!(usage_load(&curve, 45.0, every), 150.0);
-    // A pod ready at 10 s is scraped at 15 s and 30 s.
-    assert!(!usage_scraped(10.0, 29.0, every));
-    assert!(usage_scraped(10.0, 30.0, every));
-    // Scraped every second, the reading follows the load within a second.
-    assert_eq!(usage_load(&curve, 21.5, Duration::from_secs(1)), 150.0);
-    assert!(usage_scraped(20.0, 22.0, Duration::from_secs(1)));
 }

@@ -53,6 +53,13 @@ pub struct WindowSettings {
     /// its interval Prometheus scrapes the pods' usage. Nothing else
     /// changes: the HPA script, the load and the startup jitter stay the scenario's.
     pub tie_draw: u64,
+    /// Scenario seconds, modulo `observation.usage_scrape_interval`, at which Prometheus scrapes
+    /// the pods' usage; drawn with the rest of the draw's chance where not given. A live run's
+    /// is known (Prometheus reports when it scraped), and where the scrapes fall against the
+    /// HPA's steps decides how much usage the controller sees: right after a step, the pods
+    /// already there report the share they served alone, and the new ones count at their
+    /// request until scraped twice.
+    pub usage_scrape_phase_s: Option<f64>,
 }
 
 /// The HPA syncs of every service in the scenario's `online-only` replay.
@@ -117,8 +124,10 @@ pub(super) fn window_world<'a>(scenario: &'a Scenario, policy: Policy, settings:
         jobs_at: (settings.from_s - settings.warmup_s).max(0.0),
         load_signal: settings.load_signal,
         latency_signal: settings.latency_signal,
-        usage_scrape_phase_s: draw(settings.tie_draw, "usage scrape phase")
-            * scenario.spec.observation.usage_scrape_interval.as_secs_f64(),
+        usage_scrape_phase_s: settings.usage_scrape_phase_s.unwrap_or_else(|| {
+            draw(settings.tie_draw, "usage scrape phase")
+                * scenario.spec.observation.usage_scrape_interval.as_secs_f64()
+        }),
         script: hpa_script(scenario).into_iter().map(|syncs| syncs.into_iter().rev().collect()).collect(),
         filled: false,
         kcm: ClientBucket::full(0.0),

@@ -77,7 +77,7 @@ pub fn refusals() -> Vec<Refusal> {
         ("safety_margin", "0.95", "[0, 0.9]"),
         ("usage_cpu_margin", "0.95", "[0, 0.9]"),
         ("usage_memory_margin", "-0.1", "[0, 0.9]"),
-        ("usage_cpu_overcommit", "1.5", "[0, 1]"),
+        ("usage_cpu_overcommit", "4.5", "[0, 4]"),
         ("batch_rise_threshold", "1.5", "[0, 1]"),
         ("reserve_tolerance", "1.2", "[0, 1]"),
         ("reserve_quantum", "2", "[0, 1]"),

@@ -48,6 +48,9 @@ pub struct Figures {
     pub samples: Vec<(f64, Sample)>,
     /// Seconds from the controller's start to the window's (0 without a controller).
     pub warmup_s: f64,
+    /// Usage mode: where in its interval Prometheus scraped the pods' usage, in scenario
+    /// seconds modulo `observation.usage_scrape_interval`.
+    pub usage_scrape_phase_s: Option<f64>,
 }
 
 impl Figures {
@@ -130,6 +133,7 @@ pub fn figures(
         training_cpu_mean: mean(samples.iter().map(|s| s.worker_cpu_milli as f64 / 1000.0)),
         warmup_s,
         samples: samples.iter().map(|s| (s.at.duration_since(t0).as_secs_f64(), *s)).collect(),
+        usage_scrape_phase_s: None,
     }
 }
 

@@ -4,8 +4,9 @@
 //! In `capacity: requests` a pod holds what it requests. In `capacity: usage` an online or
 //! system pod holds the CPU it uses, never less memory than it requests (the kernel cannot take
 //! memory back, and the scheduler places online pods by their memory requests, blind to what
-//! workers use), and its request where no usage is known; pods still to come hold their memory,
-//! and CPU only where their service's usage is not known.
+//! workers use), and its request where no usage is known, except that a replica of an
+//! autoscaled service not measured yet holds CPU at its HPA's target; pods still to come hold
+//! their memory, and CPU only where their service's usage is not known.
 //!
 //! No CPU is held ahead for load growth in usage mode: BestEffort workers give CPU back the
 //! moment an online pod wants it (the kernel's shares), so growth that comes costs training
@@ -40,8 +41,8 @@ pub struct NodeRoom {
     /// What training may hold here after every reservation and the margin.
     pub training_room: Resources,
     /// `capacity: usage`: CPU (millicores) by which the workers kept here may exceed
-    /// `training_room` before they are released (`Config::usage_cpu_overcommit`); new workers
-    /// go only into `training_room`.
+    /// `training_room` before they are released (`Config::usage_cpu_overcommit` of the node's
+    /// batch CPU); new workers go only into `training_room`.
     pub keep_cpu_slack: i64,
     /// Latency guard: no new workers here.
     pub hold_growth: bool,
@@ -207,7 +208,7 @@ pub fn node_rooms(
             free: n.allocatable,
             reserved: Resources::ZERO,
             training_room: n.allocatable,
-            keep_cpu_slack: if usage_mode { n.allocatable.scaled_up(config.usage_cpu_overcommit).cpu_milli } else { 0 },
+            keep_cpu_slack: 0,
             hold_growth: false,
             pressure: Vec::new(),
         })
@@ -244,7 +245,16 @@ pub fn node_rooms(
                 PodClass::Online { .. } => index.owner_of(p).and_then(|s| need_of[s]),
                 _ => None,
             };
-            let held = held_in_use(pod);
+            let held = match (pod.usage, need) {
+                // A replica of an autoscaled service not measured yet (new, or scraped once)
+                // runs at about the HPA's target, as one still to come is counted: the HPA
+                // added it to bring its service's pods there.
+                (None, Some(k)) => Resources {
+                    cpu_milli: pod.requests.cpu_milli.min(needs[k].replica_usage.cpu_milli),
+                    ..pod.requests
+                },
+                _ => held_in_use(pod),
+            };
             if let (Some(k), Some(_)) = (need, pod.usage) {
                 measured[k] = true;
             }
@@ -325,6 +335,9 @@ pub fn node_rooms(
                 memory_bytes: a.scaled_up(config.usage_memory_margin).memory_bytes,
                 gpu: 0,
             };
+            // A squeeze is measured against the batch CPU, not the node: where online pods leave
+            // workers nothing, any worker kept stalls its whole job.
+            room.keep_cpu_slack = (room.training_room.cpu_milli.max(0) as f64 * config.usage_cpu_overcommit) as i64;
         }
         // Where what online pods use squeezes the workers out, say so: with no pods coming, the
         // explanation would otherwise fall back to other jobs taking the room.
@@ -332,7 +345,7 @@ pub fn node_rooms(
             let keep = room.training_room.cpu_milli + room.keep_cpu_slack;
             if seen.workers_ask > keep && room.pressure.is_empty() {
                 let text = format!(
-                    "online and system pods use {:.1} CPU, and pods whose usage is not known yet request {:.1} more",
+                    "online and system pods use {:.1} CPU, and pods not measured yet hold {:.1} more",
                     seen.used as f64 / 1000.0,
                     seen.unmeasured as f64 / 1000.0
                 );
@@ -348,7 +361,7 @@ pub fn node_rooms(
 struct CpuSeen {
     /// Used by its online and system pods whose usage is known.
     used: i64,
-    /// Requested by those whose usage is not known yet (they count at their request).
+    /// Held by those whose usage is not known yet (at their request, or their HPA's target).
     unmeasured: i64,
     /// Asked for by its running workers.
     workers_ask: i64,

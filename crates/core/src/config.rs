@@ -26,12 +26,14 @@ pub struct Config {
     /// this only covers what usage samples miss: a rise between two samples, and what a busy
     /// worker costs a service beyond CPU time (caches, memory bandwidth).
     pub usage_cpu_margin: f64,
-    /// `capacity: usage`: fraction of a node's allocatable CPU by which the BestEffort workers
-    /// already there may exceed its batch capacity before they are released. Online pods take the
-    /// CPU they need from them at once, so a squeeze this small costs their jobs only pace, where
-    /// a shrink pauses every worker of the job for its `rescale_cost` (and the regrow once the
-    /// squeeze passes, again); new workers go only into the batch capacity. Memory has no such
-    /// slack: it cannot be taken back.
+    /// `capacity: usage`: how far the CPU the BestEffort workers already on a node ask for may
+    /// exceed its batch CPU before they are released, as a fraction of that batch CPU: they are
+    /// kept while the node leaves them at least `1 / (1 + overcommit)` of what they ask (1: half,
+    /// as Koordinator evicts BestEffort pods that get less than 60%). Online pods take the CPU
+    /// they need from them at once, so a squeeze costs their jobs pace (a synchronous job steps
+    /// at its slowest worker's), where a shrink pauses every worker of the job for its
+    /// `rescale_cost` and leaves the CPU idle when the squeeze passes, until the regrow. New
+    /// workers go only into the batch capacity. Memory has no such slack: it cannot be taken back.
     pub usage_cpu_overcommit: f64,
     /// `capacity: usage`: fraction of every node's allocatable memory kept out of its batch
     /// capacity. Memory cannot be taken back: when online pods need more than workers left, the
@@ -120,7 +122,7 @@ impl Default for Config {
             capacity: CapacityMode::Requests,
             usage_cpu_margin: 0.02,
             usage_memory_margin: 0.05,
-            usage_cpu_overcommit: 0.1,
+            usage_cpu_overcommit: 1.5,
             batch_rise_threshold: 0.02,
             forecast_horizon: Duration::from_secs(15),
             hpa_sync_period: Duration::from_secs(15),
@@ -189,7 +191,7 @@ impl Config {
         fraction("safety_margin", self.safety_margin, 0.0, 0.9)?;
         fraction("usage_cpu_margin", self.usage_cpu_margin, 0.0, 0.9)?;
         fraction("usage_memory_margin", self.usage_memory_margin, 0.0, 0.9)?;
-        fraction("usage_cpu_overcommit", self.usage_cpu_overcommit, 0.0, 1.0)?;
+        fraction("usage_cpu_overcommit", self.usage_cpu_overcommit, 0.0, 4.0)?;
         fraction("batch_rise_threshold", self.batch_rise_threshold, 0.0, 1.0)?;
         fraction("reserve_tolerance", self.reserve_tolerance, 0.0, 1.0)?;
         fraction("grow_min_gain", self.grow_min_gain, 0.0, 10.0)?;

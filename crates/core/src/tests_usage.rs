@@ -45,6 +45,20 @@ fn a_pod_whose_usage_is_unknown_holds_its_request() {
     assert_eq!(move_of(&d, "a"), (0, 3));
 }
 
+/// A replica of an autoscaled service that is not measured yet (new, or scraped once) counts at
+/// the HPA's target, as one still to come does: the HPA added it to bring its service's pods
+/// there. Its memory counts in full.
+#[test]
+fn a_replica_not_measured_yet_holds_its_hpas_target() {
+    let mut s = idle_request(None);
+    let metric = HpaMetric { current: 0.6, target: 0.6 };
+    s.services[0].hpa = Some(Hpa { metric: Some(metric), ..hpa(1, 10, 1, 1) });
+    let d = decide_once(usage(), &s);
+    // 16 - 8 x 0.6 - 1 = 10.2 CPU; 64 - 8 - 1 GiB.
+    assert_eq!(node_cap(&d, "n1").batch, Some(res(10_200, 55)));
+    assert_eq!(move_of(&d, "a"), (0, 5));
+}
+
 #[test]
 fn memory_counts_at_the_larger_of_request_and_usage() {
     // web-0 uses 20 GiB of its 8: batch memory is 64 - 20 - 1 = 43 GiB.
@@ -219,22 +233,25 @@ fn squeezed(web_milli: i64) -> Snapshot {
     s
 }
 
-/// A CPU squeeze within `usage_cpu_overcommit` of the node costs the workers there only pace (the
-/// kernel serves web first); a shrink would pause the whole job. Beyond it, they shrink to fit.
+/// A CPU squeeze within `usage_cpu_overcommit` of the node's batch CPU costs the workers there
+/// only pace (the kernel serves web first); a shrink would pause the whole job. Beyond it, they
+/// shrink to what the node leaves them `1 / (1 + overcommit)` of.
 #[test]
 fn best_effort_workers_are_kept_through_a_squeeze_within_the_overcommit() {
-    let config = Config { usage_cpu_overcommit: 0.1, ..usage() };
-    // 8 - 4.5 = 3.5 CPU left for 4 CPU of workers: 0.5 over, within 0.8.
-    let d = decide_once(config.clone(), &squeezed(4500));
+    let config = Config { usage_cpu_overcommit: 1.0, ..usage() };
+    // 8 - 6 = 2 CPU left for 4 CPU of workers: half of what they ask, kept.
+    let d = decide_once(config.clone(), &squeezed(6000));
     assert_no_intents(&d);
-    assert_eq!(node_cap(&d, "n1").batch.unwrap().cpu_milli, 3500, "the node carries what is left");
-    // 8 - 5 = 3 CPU left: 1 over, beyond 0.8; three workers fit.
-    assert_eq!(move_of(&decide_once(config, &squeezed(5000)), "a"), (4, 3));
+    assert_eq!(node_cap(&d, "n1").batch.unwrap().cpu_milli, 2000, "the node carries what is left");
+    // 8 - 6.5 = 1.5 CPU left: workers of 3 CPU get half of it, one goes.
+    let d = decide_once(config.clone(), &squeezed(6500));
+    assert_eq!(move_of(&d, "a"), (4, 3));
     // The shrink says what took the room: web's usage, not another job.
-    let d = decide_once(Config { usage_cpu_overcommit: 0.1, ..usage() }, &squeezed(5000));
     let i = the_intent(&d, "a");
     assert_eq!(i.reason, Reason::OnlineHeadroom, "{}", i.why);
-    assert!(i.why.contains("n1: online and system pods use 5.0 CPU"), "{}", i.why);
+    assert!(i.why.contains("n1: online and system pods use 6.5 CPU"), "{}", i.why);
+    // Nothing left: a worker kept there would stall the job, so none is.
+    assert_eq!(move_of(&decide_once(config, &squeezed(8000)), "a"), (4, 0));
     // Without the overcommit the first squeeze shrinks too.
     let strict = Config { usage_cpu_overcommit: 0.0, ..usage() };
     assert_eq!(move_of(&decide_once(strict, &squeezed(4500)), "a"), (4, 3));

@@ -84,17 +84,25 @@ struct PodFacts {
 
 /// A pod's usage as `usage` measures it. Another system's BestEffort batch pods get none:
 /// what they use the kernel takes back from them first.
+///
+/// A pod whose CPU is not answered yet is not measured: the default CPU query (`irate`) needs
+/// two scrapes of a new pod where the memory gauge needs one, and the core counts a pod not
+/// measured as it counts a replica still to come (an autoscaled one at its HPA's target). Only
+/// memory above its request makes such a pod count as measured, at its CPU request: memory
+/// cannot be taken back, so what it uses must be held.
 fn measured(pod: &Pod, facts: &PodFacts, usage: &PodUsages) -> Option<Resources> {
     if facts.foreign_batch {
         return None;
     }
-    usage.get(&*pod.name).map(|u| {
-        Resources::new(
-            u.cpu_millicores.unwrap_or(pod.requests.cpu_milli),
-            u.memory_bytes.unwrap_or(0),
-            pod.requests.gpu,
-        )
-    })
+    let u = usage.get(&*pod.name)?;
+    let memory = u.memory_bytes.unwrap_or(0);
+    match u.cpu_millicores {
+        Some(cpu) => Some(Resources::new(cpu, memory, pod.requests.gpu)),
+        None if memory > pod.requests.memory_bytes => {
+            Some(Resources::new(pod.requests.cpu_milli, memory, pod.requests.gpu))
+        }
+        None => None,
+    }
 }
 
 /// A worker pod as forced deletion sees it.

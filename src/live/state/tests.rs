@@ -171,12 +171,16 @@ fn workers_of_a_job_and_master_pods_for_discovery() {
 fn measured_usage_lands_on_its_pods_and_a_resource_left_unanswered_counts_as_requested() {
     use crate::live::sampler::usage::PodUsage;
     let nginx = |name| pod("web", name, json!({"app": "nginx"}), Some("n1"), "1");
-    let mut s = ClusterState::from_objects(&[node("n1", "8")], &[nginx("a"), nginx("b"), nginx("c")]);
+    let mut with_memory = nginx("e");
+    with_memory.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(json!({"requests": {"cpu": "1", "memory": "64Mi"}})).unwrap());
+    let mut s = ClusterState::from_objects(&[node("n1", "8")], &[nginx("a"), nginx("b"), nginx("c"), with_memory]);
     let usage = Arc::new(
         [
             ("web/a".into(), PodUsage { cpu_millicores: Some(300), memory_bytes: Some(5 << 20) }),
             ("web/b".into(), PodUsage { cpu_millicores: None, memory_bytes: Some(7 << 20) }),
             ("web/d".into(), PodUsage { cpu_millicores: Some(200), memory_bytes: Some(3 << 20) }),
+            ("web/e".into(), PodUsage { cpu_millicores: None, memory_bytes: Some(40 << 20) }),
         ]
         .into_iter()
         .collect(),
@@ -184,7 +188,12 @@ fn measured_usage_lands_on_its_pods_and_a_resource_left_unanswered_counts_as_req
     s.set_usage(&usage);
     let usage_of = |s: &ClusterState, name: &str| s.snapshot.pods.iter().find(|p| p.name == name).and_then(|p| p.usage);
     assert_eq!(usage_of(&s, "web/a"), Some(Resources::new(300, 5 << 20, 0)));
-    assert_eq!(usage_of(&s, "web/b"), Some(Resources::new(1000, 7 << 20, 0)), "CPU unanswered: its request");
+    assert_eq!(
+        usage_of(&s, "web/b"),
+        Some(Resources::new(1000, 7 << 20, 0)),
+        "CPU unanswered but memory above its request: held, CPU at its request"
+    );
+    assert_eq!(usage_of(&s, "web/e"), None, "CPU unanswered (scraped once), memory within its request: not measured");
     assert_eq!(usage_of(&s, "web/c"), None, "not measured: the core counts it at its requests");
     s.apply_pod(&Event::Apply(nginx("d")));
     assert_eq!(usage_of(&s, "web/d"), Some(Resources::new(200, 3 << 20, 0)), "a pod arriving later gets its usage");
