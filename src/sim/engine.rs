@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::cluster::{Cluster, PodId, PodKind, Preemption, SimPod};
 use super::job_model::{Phase, SimJob};
-use super::load::LoadCurve;
+use super::load::mean_load;
 use super::policy::{draw, Policy};
 use super::report::{PolicyResult, TimelineRow, YOUNG_VICTIM_S};
 use super::scenario::{PreemptionPolicy, Scenario};
@@ -581,13 +581,4 @@ pub(super) struct Accumulator {
     pub(super) above_target: f64,
     pub(super) slo_violation: f64,
     pub(super) pending_online: f64,
-}
-
-/// Mean of the load over `[from, to]` (clamped at 0): what a rate over that window reports.
-/// Exact, as a Prometheus rate of a counter is: averaged at 16 points a second apart, a step of
-/// WorldCup98's trace reads up to 7% high in the seconds after it, and replay would release
-/// workers a sample before live does.
-pub fn mean_load(curve: &LoadCurve, from: f64, to: f64) -> f64 {
-    // An empty or reversed span reads the value at `from`: `LoadCurve::mean` sees to that.
-    curve.mean(from.max(0.0), to)
 }

@@ -11,8 +11,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::engine::mean_load;
-use super::load::LoadCurve;
+use super::load::{mean_load, LoadCurve};
 
 /// When Prometheus last scraped the pods' usage, as of `now` (scrapes every `scrape` from 0; a
 /// caller shifts `now` by the scrapes' phase).
