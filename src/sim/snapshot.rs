@@ -68,8 +68,7 @@ fn build_snapshot(world: &World) -> Snapshot {
                 PodKind::System => Some(p.requests),
                 PodKind::Online { service }
                     if p.is_ready(now)
-                        && p.ready_at
-                            .is_some_and(|r| usage_scraped(r - usage_phase, now - usage_phase, usage_scrape)) =>
+                        && p.ready_at.is_some_and(|r| usage_scraped(r, now, usage_phase, usage_scrape)) =>
                 {
                     per_replica[service]
                         .map(|u| Resources { cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64, ..p.requests })

@@ -13,17 +13,17 @@ use std::time::Duration;
 
 use super::load::{mean_load, LoadCurve};
 
-/// When Prometheus last scraped the pods' usage, as of `now` (scrapes every `scrape` from 0; a
-/// caller shifts `now` by the scrapes' phase).
-fn newest_usage_scrape(now: f64, scrape: Duration) -> f64 {
+/// When Prometheus last scraped the pods' usage, as of `now`: scrapes fall every `scrape` from
+/// `phase`.
+fn newest_usage_scrape(now: f64, phase: f64, scrape: Duration) -> f64 {
     let every = scrape.as_secs_f64();
-    (now / every + 1e-9).floor() * every
+    ((now - phase) / every + 1e-9).floor() * every + phase
 }
 
 /// Whether `irate` answers for a pod ready since `ready_at`: it needs two scrapes of the pod,
 /// and until then the controller counts the pod as not measured.
-pub(super) fn usage_scraped(ready_at: f64, now: f64, scrape: Duration) -> bool {
-    ready_at <= newest_usage_scrape(now, scrape) - scrape.as_secs_f64() + 1e-9
+pub(super) fn usage_scraped(ready_at: f64, now: f64, phase: f64, scrape: Duration) -> bool {
+    ready_at <= newest_usage_scrape(now, phase, scrape) - scrape.as_secs_f64() + 1e-9
 }
 
 /// A service's ready replicas over time, as far back as the last complete scrape interval
@@ -49,7 +49,7 @@ impl ReadyHistory {
     /// reports at `now` (scrapes every `scrape` from `phase`): the mean over that interval of
     /// the load divided by the replicas then ready. `None` where no replica was ready in it.
     pub fn scraped_load_per_replica(&self, curve: &LoadCurve, now: f64, phase: f64, scrape: Duration) -> Option<f64> {
-        let to = newest_usage_scrape(now - phase, scrape) + phase;
+        let to = newest_usage_scrape(now, phase, scrape);
         let from = to - scrape.as_secs_f64();
         let (mut sum, mut span) = (0.0, 0.0);
         for (k, &(since, ready)) in self.changes.iter().enumerate() {
@@ -101,11 +101,11 @@ mod tests {
         );
         assert_eq!(one.scraped_load_per_replica(&curve, 45.0, 0.0, every), Some(150.0));
         // A pod ready at 10 s is scraped at 15 s and 30 s.
-        assert!(!usage_scraped(10.0, 29.0, every));
-        assert!(usage_scraped(10.0, 30.0, every));
+        assert!(!usage_scraped(10.0, 29.0, 0.0, every));
+        assert!(usage_scraped(10.0, 30.0, 0.0, every));
         // Scraped every second, the reading follows the load within a second.
         assert_eq!(one.scraped_load_per_replica(&curve, 21.5, 0.0, Duration::from_secs(1)), Some(150.0));
-        assert!(usage_scraped(20.0, 22.0, Duration::from_secs(1)));
+        assert!(usage_scraped(20.0, 22.0, 0.0, Duration::from_secs(1)));
     }
 
     /// Replicas that become ready halve the share of the pods already there only from then on:
