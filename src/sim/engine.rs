@@ -27,6 +27,16 @@ use super::usage_scrapes::ReadyHistory;
 use super::window_plan::Window;
 use crate::core::{CapacityMode, Config, Core, Sample, ScaleIntent, WorkReport};
 
+/// One sample of a service's pods' CPU usage.
+#[derive(Clone, Copy, Debug)]
+pub struct UsageSample {
+    /// The load per ready replica the pods report (requests/s).
+    pub per_replica: f64,
+    /// When the controller queried it: which pods the query answers (those scraped twice by
+    /// then) is as of this moment, as what they report is, not as of the decision that reads it.
+    pub at: f64,
+}
+
 pub struct SimService {
     pub hpa: HpaState,
     pub(super) next_pod: u64,
@@ -35,9 +45,9 @@ pub struct SimService {
     pub samples: VecDeque<Sample>,
     /// The controller's last p99 sample, seconds.
     pub p99_sample: Option<f64>,
-    /// The load per ready replica its pods' CPU usage was last sampled at (requests/s):
-    /// cAdvisor's counters through the same Prometheus as the load.
-    pub usage_sample: Option<f64>,
+    /// Its pods' CPU usage as last sampled: cAdvisor's counters through the same Prometheus as
+    /// the load.
+    pub usage_sample: Option<UsageSample>,
     /// Its ready replicas over the last usage scrapes (`colocate-usage` only).
     pub(super) ready_history: ReadyHistory,
     /// Each step's requests and their p99, for the p99 samples.
@@ -340,7 +350,7 @@ impl<'a> World<'a> {
             state.samples.pop_front();
         }
         state.p99_sample = latency_signal.then_some(p99);
-        state.usage_sample = usage;
+        state.usage_sample = usage.map(|per_replica| UsageSample { per_replica, at: now });
     }
 
     /// Where Prometheus' usage scrapes fall: every `observation.usage_scrape_interval` from this

@@ -40,12 +40,12 @@ fn build_snapshot(world: &World) -> Snapshot {
     // balancer's, even) over the last complete usage scrape; memory as requested. A replica
     // starting, one not scraped twice yet, or a service not sampled yet, has no usage (the core
     // counts an autoscaled replica at its HPA's target, any other pod at its request).
-    let per_replica: Vec<Option<f64>> = (0..spec.services.len())
+    let sampled: Vec<Option<(f64, f64)>> = (0..spec.services.len())
         .map(|s| {
             world.services[s]
                 .usage_sample
                 .filter(|_| usage_mode)
-                .map(|per_replica| utilization(&spec.services[s], per_replica, 1))
+                .map(|u| (utilization(&spec.services[s], u.per_replica, 1), u.at))
         })
         .collect();
     let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();
@@ -66,13 +66,12 @@ fn build_snapshot(world: &World) -> Snapshot {
             let usage = match p.kind {
                 _ if !usage_mode || p.node.is_none() => None,
                 PodKind::System => Some(p.requests),
-                PodKind::Online { service }
-                    if p.is_ready(now)
-                        && p.ready_at.is_some_and(|r| usage_scraped(r, now, usage_phase, usage_scrape)) =>
-                {
-                    per_replica[service]
-                        .map(|u| Resources { cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64, ..p.requests })
-                }
+                PodKind::Online { service } if p.is_ready(now) => sampled[service]
+                    .filter(|&(_, at)| p.ready_at.is_some_and(|r| usage_scraped(r, at, usage_phase, usage_scrape)))
+                    .map(|(u, _)| Resources {
+                        cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64,
+                        ..p.requests
+                    }),
                 _ => None,
             };
             Pod {

@@ -50,12 +50,14 @@ fn workers_that_request_cpu_get_all_of_it() {
 
 /// A window under `colocate-usage` starts with no worker (BestEffort workers fit only into the
 /// batch capacity the controller publishes once it runs): the controller starts the job in its
-/// warm-up, and the spike inside the window shrinks it.
+/// warm-up, and the spike inside the window shrinks it. With no CPU overcommit: the six
+/// workers would otherwise be kept through the squeeze, within `usage_cpu_overcommit`.
 #[test]
 fn a_window_under_usage_mode_is_filled_by_the_controller_and_shrinks_on_the_spike() {
     use super::window::{replay_window, WindowSettings};
     use super::Scenario;
-    let scenario = Scenario::parse(std::path::Path::new("tiny.yaml"), &spike("", "")).unwrap();
+    let yaml = format!("{}controller: {{usage_cpu_overcommit: 0}}\n", spike("", ""));
+    let scenario = Scenario::parse(std::path::Path::new("tiny.yaml"), &yaml).unwrap();
     let settings = WindowSettings {
         from_s: 55.0,
         to_s: 120.0,
@@ -71,4 +73,34 @@ fn a_window_under_usage_mode_is_filled_by_the_controller_and_shrinks_on_the_spik
     assert!(first > 0, "no worker running as the window opens: {:?}", &figures.series[..3]);
     assert!(last < first, "the spike shrank nothing: {first} -> {last}");
     assert_eq!((figures.online_unschedulable_pod_s, figures.scheduler_preemptions), (0.0, 0));
+}
+
+/// The pods a usage query answers and what they report come from the same query. Sampled once
+/// a second, the controller reads a usage scrape up to a second after Prometheus took it; had it
+/// counted the pods scraped twice by the *decision's* time with the *previous* sample's usage,
+/// the replicas the HPA had just added would report the share the older pods served alone (the
+/// flash crowd's step to 50 read as twice its CPU), and whether the jobs shrank would hang on
+/// where the sampler's ticks fell against the scrapes.
+#[test]
+fn where_the_samplers_ticks_fall_against_the_usage_scrapes_does_not_shrink_the_jobs() {
+    use super::window::{replay_window, WindowSettings};
+    use super::Scenario;
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/flash-crowd.yaml"));
+    let scenario = Scenario::load(path).unwrap();
+    let fewest_workers = |warmup_s: f64| {
+        let settings = WindowSettings {
+            from_s: 465.0,
+            to_s: 585.0,
+            warmup_s,
+            load_signal: false,
+            latency_signal: false,
+            tie_draw: 0,
+            usage_scrape_phase_s: Some(13.94),
+        };
+        let figures = replay_window(&scenario, Policy::ColocateUsage, &settings);
+        figures.series.iter().map(|s| s.workers).min().expect("a step in the window")
+    };
+    let fewest: Vec<u32> = [120.25, 120.5, 120.75, 121.0].into_iter().map(fewest_workers).collect();
+    assert!(fewest.iter().all(|&n| n == fewest[0]), "fewest workers by the sampler's offset: {fewest:?}");
+    assert!(fewest[0] > 40, "the spike emptied the jobs: {fewest:?}");
 }
