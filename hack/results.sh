@@ -216,15 +216,15 @@ for report, has_services in philly:
             continue
         jobs = r["policy"] != "online-only"
         ratio = ""
-        if r is not colocate and r["avg_jct_s"] is not None and colocate["avg_jct_s"]:
-            ratio = f"{r['avg_jct_s'] / colocate['avg_jct_s']:.2f}x"
+        if r is not colocate and r["avg_jct_censored_s"] is not None and colocate["avg_jct_censored_s"]:
+            ratio = f"{r['avg_jct_censored_s'] / colocate['avg_jct_censored_s']:.2f}x"
         rows.append([
             report["scenario"] if i == 0 else "",
             policy_name(r),
             num(r["avg_gpu_allocation"], 3),
-            num(r["avg_jct_s"]) if jobs else "",
+            num(r["avg_jct_censored_s"]) if jobs else "",
             ratio if jobs else "",
-            num(r["p95_jct_s"]) if jobs else "",
+            num(r["p95_jct_censored_s"]) if jobs else "",
             num(r["avg_queueing_s"]) if jobs else "",
             num(r["p95_queueing_s"]) if jobs else "",
             num(r["unfinished_jobs"]) if jobs else "",
@@ -250,7 +250,7 @@ blocks["flash-variants"] = table(
 blocks["llm-headroom"] = table(
     ["philly-llm-loan with", "made by", "colocate avg GPU alloc", "avg JCT s", "p95 queueing s",
      "SLO viol. s (online-only)", "pending online pod-s", "killed"],
-    [[label, sed, num(c["avg_gpu_allocation"], 3), num(c["avg_jct_s"]), num(c["p95_queueing_s"]),
+    [[label, sed, num(c["avg_gpu_allocation"], 3), num(c["avg_jct_censored_s"]), num(c["p95_queueing_s"]),
       f"{num(c['slo_violation_s'])} ({num(o['slo_violation_s'])})", num(c["pending_online_pod_s"]), killed(c)]
      for label, sed, c, o in variants["llm-headroom"]])
 
@@ -298,12 +298,12 @@ windows = json.load(open(os.path.join(reports, "trace_jobs.json")))["windows"]
 rows, ratios = [], []
 for w in windows:
     c, b = w["colocate"], w["gang-backfill"]
-    ratio = b["avg_jct_s"] / c["avg_jct_s"]
+    ratio = b["avg_jct_censored_s"] / c["avg_jct_censored_s"]
     ratios.append(ratio)
     rows.append([
         f"day {w['skip'].rstrip('d')}",
-        num(c["avg_jct_s"]),
-        num(b["avg_jct_s"]),
+        num(c["avg_jct_censored_s"]),
+        num(b["avg_jct_censored_s"]),
         f"{ratio:.2f}x",
         num(c["p95_queueing_s"]),
         num(b["p95_queueing_s"]),

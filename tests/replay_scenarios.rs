@@ -56,7 +56,16 @@ fn report_v1_has_every_contract_key() {
         let received = &r["worker_cpu_received"];
         assert!(if r["policy"] == "colocate-usage" { received.is_number() } else { received.is_null() }, "{r}");
         // v1.1: null where nothing is measured (no job with work here, no GPU).
-        for key in ["avg_jct_s", "p50_jct_s", "p95_jct_s", "avg_queueing_s", "p95_queueing_s", "avg_gpu_allocation"] {
+        for key in [
+            "avg_jct_s",
+            "p50_jct_s",
+            "p95_jct_s",
+            "avg_jct_censored_s",
+            "p95_jct_censored_s",
+            "avg_queueing_s",
+            "p95_queueing_s",
+            "avg_gpu_allocation",
+        ] {
             assert!(r.get(key).is_some_and(Value::is_null), "{key} in {r}");
         }
         assert_eq!(r["unfinished_jobs"], 0, "{r}");

@@ -142,6 +142,8 @@ impl World<'_> {
             p50_jct_s: figures.p50_jct_s,
             p95_jct_s: figures.p95_jct_s,
             unfinished_jobs: figures.unfinished_jobs,
+            avg_jct_censored_s: figures.avg_jct_censored_s,
+            p95_jct_censored_s: figures.p95_jct_censored_s,
             avg_queueing_s: figures.avg_queueing_s,
             p95_queueing_s: figures.p95_queueing_s,
             avg_gpu_allocation: has_gpus.then(|| acc.gpu_allocation / time),

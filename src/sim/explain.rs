@@ -30,7 +30,10 @@ pub fn explain(report: &Report, worth: Option<&WorthColumns>) -> String {
     rows.extend(more.map(|(c, e)| (c.to_string(), e)));
     if shown.jct {
         let jct: [(&str, &str); 3] = [
-            ("avg, p95 JCT s", "completion minus arrival, over the jobs that completed (p95 by nearest rank)"),
+            (
+                "avg, p95 JCT s",
+                "completion minus arrival, over the jobs with work; one not finished counts until the end (p95 by nearest rank)",
+            ),
             (
                 "avg, p95 queue s",
                 "arrival until a job first had min_workers running; a job never started counts until the end",

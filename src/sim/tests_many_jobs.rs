@@ -64,8 +64,10 @@ fn a_job_never_started_queues_until_the_end_and_counts_as_unfinished() {
     // Queueing counts it with duration - arrival = 59 s: (0 + 59 + 0) / 3.
     assert_eq!(run.result.avg_queueing_s, Some(59.0 / 3.0));
     assert_eq!(run.result.p95_queueing_s, Some(59.0));
-    // JCT is over the jobs that completed only.
+    // JCT is over the jobs that completed only; censored, `big` counts until the end.
     assert_eq!(run.result.avg_jct_s, Some((10.0 + 10.0) / 2.0));
+    assert_eq!(run.result.avg_jct_censored_s, Some((10.0 + 59.0 + 10.0) / 3.0));
+    assert_eq!(run.result.p95_jct_censored_s, Some(59.0));
 }
 
 #[test]
