@@ -30,8 +30,9 @@ use crate::core::{CapacityMode, Config, Core, Sample, ScaleIntent, WorkReport};
 /// One sample of a service's pods' CPU usage.
 #[derive(Clone, Copy, Debug)]
 pub struct UsageSample {
-    /// The load per ready replica the pods report (requests/s).
-    pub per_replica: f64,
+    /// The fraction of its CPU request each pod the query answers reports using: the load per
+    /// ready replica it served over the last complete usage scrape, over a replica's capacity.
+    pub utilization: f64,
     /// When the controller queried it: which pods the query answers (those scraped twice by
     /// then) is as of this moment, as what they report is, not as of the decision that reads it.
     pub at: f64,
@@ -350,7 +351,8 @@ impl<'a> World<'a> {
             state.samples.pop_front();
         }
         state.p99_sample = latency_signal.then_some(p99);
-        state.usage_sample = usage.map(|per_replica| UsageSample { per_replica, at: now });
+        state.usage_sample =
+            usage.map(|per_replica| UsageSample { utilization: utilization(svc, per_replica, 1), at: now });
     }
 
     /// Where Prometheus' usage scrapes fall: every `observation.usage_scrape_interval` from this

@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use super::cluster::PodKind;
-use super::engine::World;
+use super::engine::{UsageSample, World};
 use super::job_model::SimJob;
 use super::policy::Policy;
-use super::service::utilization;
 use super::usage_scrapes::usage_scraped;
 use crate::core::{Hpa, HpaMetric, Job, Latency, Node, Pod, PodClass, Resources, Service, SharedName, Snapshot};
 
@@ -40,14 +39,8 @@ fn build_snapshot(world: &World) -> Snapshot {
     // balancer's, even) over the last complete usage scrape; memory as requested. A replica
     // starting, one not scraped twice yet, or a service not sampled yet, has no usage (the core
     // counts an autoscaled replica at its HPA's target, any other pod at its request).
-    let sampled: Vec<Option<(f64, f64)>> = (0..spec.services.len())
-        .map(|s| {
-            world.services[s]
-                .usage_sample
-                .filter(|_| usage_mode)
-                .map(|u| (utilization(&spec.services[s], u.per_replica, 1), u.at))
-        })
-        .collect();
+    let sampled: Vec<Option<UsageSample>> =
+        world.services.iter().map(|s| s.usage_sample.filter(|_| usage_mode)).collect();
     let live: Vec<bool> = world.jobs.iter().map(SimJob::is_live).collect();
     // One shared copy of each name for all the pods that refer to it (core::SharedName).
     let node_names: Vec<SharedName> = world.cluster.nodes.iter().map(|n| n.name.as_str().into()).collect();
@@ -67,9 +60,9 @@ fn build_snapshot(world: &World) -> Snapshot {
                 _ if !usage_mode || p.node.is_none() => None,
                 PodKind::System => Some(p.requests),
                 PodKind::Online { service } if p.is_ready(now) => sampled[service]
-                    .filter(|&(_, at)| p.ready_at.is_some_and(|r| usage_scraped(r, at, usage_phase, usage_scrape)))
-                    .map(|(u, _)| Resources {
-                        cpu_milli: (u * p.requests.cpu_milli as f64).ceil() as i64,
+                    .filter(|u| p.ready_at.is_some_and(|r| usage_scraped(r, u.at, usage_phase, usage_scrape)))
+                    .map(|u| Resources {
+                        cpu_milli: (u.utilization * p.requests.cpu_milli as f64).ceil() as i64,
                         ..p.requests
                     }),
                 _ => None,
