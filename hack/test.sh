@@ -7,6 +7,7 @@
 #   test bed          hack/testbed/build.sh: etcd, kube-apiserver, kube-scheduler,
 #                     kube-controller-manager, kwok from Go modules (cached in ~/.cache/colocate-testbed)
 #   chart tools       Helm 4 and 3 (npm), kubernetes-validate (PyPI venv), cached like kubectl
+#   PyTorch           hack/torch/venv.sh: torch 2.15.0 on CPU (PyPI venv, 5.4 GB), for the torchrun master
 #
 # then `cargo test --release --locked` with the paths exported, so no test builds or installs
 # anything under its own timeout. Each step prints what it does and how long it usually takes;
@@ -69,6 +70,13 @@ HELM3=$(hack/chart/helm.sh 3)
 KUBERNETES_VALIDATE=$(hack/chart/kubernetes-validate.sh)
 export HELM HELM3 KUBERNETES_VALIDATE
 echo "   helm $("$HELM" version --short), helm $("$HELM3" version --short), $("$KUBERNETES_VALIDATE" --version 2>&1 | head -1)" >&2
+took "$t"
+
+step "PyTorch for the torchrun master (hack/torch/venv.sh: about 2 min and 3 GB of downloads the first time)"
+t=$SECONDS
+COLOCATE_TORCH_PYTHON=$(hack/torch/venv.sh)
+export COLOCATE_TORCH_PYTHON
+echo "   $("$COLOCATE_TORCH_PYTHON" -c 'import torch; print("torch", torch.__version__)')" >&2
 took "$t"
 
 step "cargo test --release --locked $* (about 4 min to build cold, then about 25 min of tests on 2 cores)"

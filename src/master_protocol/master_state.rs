@@ -249,5 +249,6 @@ fn status_of(config: &MasterConfig, generation: u64, observed: &Observed) -> Sta
         worker_release_s: config.worker_release_s,
         throughput: observed.throughput,
         progress: observed.progress,
+        checkpoint: None,
     }
 }

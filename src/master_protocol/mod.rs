@@ -1,4 +1,4 @@
-//! Master protocol v1 (`docs/master-protocol.md`): the small HTTP/JSON protocol through which
+//! Master protocol v1 and its additions up to v1.2 (`docs/master-protocol.md`): the small HTTP/JSON protocol through which
 //! the controller reads an elastic job's state and shrinks or grows it. This module owns the
 //! contract; both sides build on it and neither on the other.
 //!
@@ -19,7 +19,7 @@ pub mod worker_backend;
 pub use command_id::new_command_id;
 pub use master_state::{MasterConfig, MasterConfigError, MasterState, ScaleError, MAX_COMMAND_ID};
 pub use wire::{
-    ErrorBody, OutOfBoundsBody, Phase, Progress, Quantity, ScaleAccepted, ScaleCommand, Status, Throughput,
-    WorkerResources, Workers,
+    Checkpoint, CheckpointAccepted, CheckpointCommand, ErrorBody, OutOfBoundsBody, Phase, Progress, Quantity,
+    ScaleAccepted, ScaleCommand, Status, Throughput, WorkerResources, Workers,
 };
 pub use worker_backend::{BackendError, BackendErrorKind, MemoryBackend, Observed, WorkerBackend};

@@ -32,6 +32,9 @@ pub struct Status {
     pub throughput: Option<Throughput>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// v1.2: the job's last checkpoint, and whether the master checkpoints on request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
 }
 
 /// The job's phase. `Rescaling` means the master is still applying a change
@@ -155,6 +158,46 @@ pub struct Progress {
     pub total: u64,
 }
 
+/// v1.2 `status.checkpoint` (optional): what a worker removed now without warning would lose,
+/// and whether the master can avoid it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Seconds since the last checkpoint was written (or since training started from its
+    /// initial state): the work every worker loses if the job is killed now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_s: Option<f64>,
+    /// The training step the last checkpoint holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// The master accepts `POST /v1/checkpoint`, and its own shrinks checkpoint first, so a
+    /// shrink through the master loses at most the step in progress.
+    #[serde(default)]
+    pub on_demand: bool,
+}
+
+/// v1.2 `POST /v1/checkpoint` request body: checkpoint after the step in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointCommand {
+    /// Makes the call idempotent, as for a scale command.
+    pub command_id: String,
+    /// Why the controller asks (`expected-shrink`), for the master's logs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+impl CheckpointCommand {
+    pub fn new(reason: impl Into<String>) -> CheckpointCommand {
+        CheckpointCommand { command_id: super::command_id::new_command_id(), reason: reason.into() }
+    }
+}
+
+/// v1.2 `POST /v1/checkpoint` 202 response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointAccepted {
+    /// The master's number for the request (a repeated `command_id` gets the same number).
+    pub requested: u64,
+}
+
 /// `POST /v1/scale` request body.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScaleCommand {
@@ -264,6 +307,24 @@ mod tests {
         let bare: ScaleCommand =
             serde_json::from_str(r#"{"command_id": "a", "target": 1, "reason": "r", "deadline_s": 5}"#).unwrap();
         assert!(bare.release_pods.is_empty());
+    }
+
+    #[test]
+    fn reads_the_v1_2_checkpoint_and_an_older_master_without_it() {
+        let text = r#"{"job": "j", "generation": 3, "phase": "Running",
+          "workers": {"current": 2, "target": 2, "min": 1, "max": 8, "pending": 0},
+          "worker_resources": {"cpu": "1", "memory": "1Gi"},
+          "checkpoint": {"step": 1200, "age_s": 42.5, "on_demand": true, "later": 1}}"#;
+        let s: Status = serde_json::from_str(text).unwrap();
+        assert_eq!(s.checkpoint, Some(Checkpoint { age_s: Some(42.5), step: Some(1200), on_demand: true }));
+        let bare: Checkpoint = serde_json::from_str("{}").unwrap();
+        assert_eq!(bare, Checkpoint { age_s: None, step: None, on_demand: false });
+        let c = CheckpointCommand::new("expected-shrink");
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            (v["reason"].as_str(), v["command_id"].as_str()),
+            (Some("expected-shrink"), Some(c.command_id.as_str()))
+        );
     }
 
     #[test]

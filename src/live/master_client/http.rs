@@ -16,7 +16,9 @@ use serde::de::DeserializeOwned;
 
 use super::retry::RetryPolicy;
 use crate::live::tls::LoadedTls;
-use crate::master_protocol::{ErrorBody, OutOfBoundsBody, ScaleAccepted, ScaleCommand, Status};
+use crate::master_protocol::{
+    CheckpointAccepted, CheckpointCommand, ErrorBody, OutOfBoundsBody, ScaleAccepted, ScaleCommand, Status,
+};
 
 /// How long one attempt may take by default (connect, request and the whole answer).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -226,6 +228,14 @@ impl MasterClient {
         fields(master = %self.base, command_id = %command.command_id, target = command.target))]
     pub async fn scale(&self, command: &ScaleCommand) -> Result<ScaleAccepted, MasterError> {
         let url = format!("{}/v1/scale", self.base);
+        self.call(&command.command_id, || self.http.post(&url).json(command)).await
+    }
+
+    /// v1.2 `POST /v1/checkpoint`: the master checkpoints after the step in progress. Retried
+    /// like a scale command, with the same `command_id` on every attempt.
+    #[tracing::instrument(level = "debug", skip_all, fields(master = %self.base, command_id = %command.command_id))]
+    pub async fn checkpoint(&self, command: &CheckpointCommand) -> Result<CheckpointAccepted, MasterError> {
+        let url = format!("{}/v1/checkpoint", self.base);
         self.call(&command.command_id, || self.http.post(&url).json(command)).await
     }
 
