@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::core::ScaleIntent;
+use super::side_by_side::PolicyIntent;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -400,13 +400,15 @@ pub fn csv_quote(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
-/// intents.csv: what the `colocate` policy decided, when, and why (one row per intent).
-pub fn intents_csv(intents: &[(f64, ScaleIntent)]) -> String {
-    let mut out = String::from("t_s,job,from,target,reason,release_pods,why\n");
-    for (t, i) in intents {
+/// intents.csv: what the colocate policies decided, when, and why (one row per intent). The
+/// `policy` column came last when `colocate-usage` joined `colocate`, so readers of the first
+/// seven columns keep working.
+pub fn intents_csv(intents: &[PolicyIntent]) -> String {
+    let mut out = String::from("t_s,job,from,target,reason,release_pods,why,policy\n");
+    for PolicyIntent { policy, t, intent: i } in intents {
         let _ = writeln!(
             out,
-            "{t},{},{},{},{},{},{}",
+            "{t},{},{},{},{},{},{},{policy}",
             csv_quote(&i.job),
             i.from,
             i.target,
@@ -421,6 +423,29 @@ pub fn intents_csv(intents: &[(f64, ScaleIntent)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intents_csv_says_which_policy_each_intent_came_from_in_its_last_column() {
+        let intent = |job: &str| crate::core::ScaleIntent {
+            job: job.into(),
+            from: 4,
+            target: 2,
+            release_pods: vec!["w-1".into(), "w-2".into()],
+            release_nodes: vec![],
+            reason: crate::core::Reason::OnlineHeadroom,
+            why: "a \"spike\"".into(),
+        };
+        let rows = [
+            PolicyIntent { policy: "colocate", t: 1.5, intent: intent("a") },
+            PolicyIntent { policy: "colocate-usage", t: 0.0, intent: intent("b") },
+        ];
+        assert_eq!(
+            intents_csv(&rows),
+            "t_s,job,from,target,reason,release_pods,why,policy\n\
+             1.5,\"a\",4,2,online-headroom,\"w-1 w-2\",\"a \"\"spike\"\"\",colocate\n\
+             0,\"b\",4,2,online-headroom,\"w-1 w-2\",\"a \"\"spike\"\"\",colocate-usage\n"
+        );
+    }
 
     #[test]
     fn worth_columns_come_after_the_others_and_the_note_under_the_table() {

@@ -13,8 +13,16 @@ pub struct ReplayOutput {
     pub report: Report,
     /// Per policy, same order as `report.results`.
     pub timelines: Vec<Vec<TimelineRow>>,
-    /// The `colocate` run's intents (time, intent); empty when it was not replayed.
-    pub intents: Vec<(f64, ScaleIntent)>,
+    /// The intents of the colocate policies (`colocate`, `colocate-usage`), each with its
+    /// policy and time, in the order of `policies`; empty when neither was replayed.
+    pub intents: Vec<PolicyIntent>,
+}
+
+/// An intent of one colocate policy at one time (a row of intents.csv).
+pub struct PolicyIntent {
+    pub policy: &'static str,
+    pub t: f64,
+    pub intent: ScaleIntent,
 }
 
 /// Total steps of one policy run.
@@ -51,10 +59,10 @@ pub fn replay(scenario: &Scenario, policies: &[Policy], progress: &(dyn Fn(u64) 
     let mut results = Vec::new();
     let mut timelines = Vec::new();
     let mut intents = Vec::new();
-    for run in runs {
+    for (policy, run) in policies.iter().zip(runs) {
         results.push(run.result);
         timelines.push(run.timeline);
-        intents.extend(run.intents);
+        intents.extend(run.intents.into_iter().map(|(t, intent)| PolicyIntent { policy: policy.as_str(), t, intent }));
     }
     let report = Report {
         version: 1,

@@ -1,0 +1,167 @@
+"""The convergence experiment: rigid 4 workers, rigid 8, and elastic 4..8 moved by a schedule
+taken from a colocate replay, each through the torchrun master, several seeds, both model
+families; and the same schedule applied by killing agents (what preemption does).
+
+    python -m colocate_torchrun.convergence --intents out/intents.csv --job wide-deep --out DIR
+
+The schedule: the job's targets in replay's ``intents.csv``, times mapped linearly onto the
+training's steps and targets linearly from the range the job moved through onto 4..8 (a change
+that maps to the same count is dropped). The driver posts each target to the master once
+training passes its step, as colocate would, and waits for the job to complete.
+
+Writes ``runs.json`` (every run's evaluations, changes and final figures), ``table.md`` and one
+SVG per model family (test loss per sample processed: a kill's lost steps are processed twice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .agents import PACKAGE_ROOT, free_port
+from .svg_plot import Line, plot
+
+VARIANTS = ("rigid-4", "rigid-8", "elastic", "elastic-kill")
+LOW, HIGH = 4, 8
+
+
+@dataclass(frozen=True)
+class Change:
+    step: int
+    target: int
+
+
+def schedule_from_intents(path: Path, job: str, steps: int, policy: str = "colocate") -> list[Change]:
+    rows = [r for r in csv.DictReader(path.open()) if r["job"] == job and r.get("policy", "colocate") == policy]
+    if len(rows) < 2:
+        raise SystemExit(f"{path}: job {job!r} has {len(rows)} decisions; the schedule needs at least two")
+    times = [float(r["t_s"]) for r in rows]
+    targets = [int(r["target"]) for r in rows]
+    t0, t1, lo, hi = times[0], times[-1], min(targets), max(targets)
+    if t1 <= t0 or hi <= lo:
+        raise SystemExit(f"{path}: job {job!r} never changes its target over time; nothing to replay")
+    changes: list[Change] = []
+    for t, n in zip(times, targets):
+        step = round((t - t0) / (t1 - t0) * steps * 0.9)  # the last change lands before the end
+        mapped = LOW + round((n - lo) / (hi - lo) * (HIGH - LOW))
+        if not changes or mapped != changes[-1].target:
+            changes.append(Change(step, mapped))
+    return changes
+
+
+def request(base: str, method: str, path: str, body: object = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as res:
+        return json.loads(res.read())
+
+
+def run_one(workdir: Path, python: str, task: str, seed: int, steps: int, changes: list[Change], kill: bool) -> dict:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    first = changes[0].target
+    cmd = [python, "-m", "colocate_torchrun", "--job", f"{task}-{seed}", "--workdir", str(workdir),
+           "--min-workers", str(LOW), "--max-workers", str(HIGH), "--workers", str(first),
+           "--listen", f"127.0.0.1:{port}", "--python", python, "--shrink", "kill" if kill else "graceful",
+           "--pg-timeout-s", "30", "--",
+           "--task", task, "--seed", str(seed), "--steps", str(steps), "--eval-every", str(max(1, steps // 24)),
+           "--checkpoint-every", str(max(1, steps // 12))]  # fmt: skip
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with open(workdir / "master.log", "wb") as log:
+        master = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT)))
+        try:
+            pending = list(changes[1:])
+            while True:
+                time.sleep(0.2)
+                if master.poll() is not None:
+                    raise SystemExit(f"the master of {workdir} exited ({master.returncode}); see {workdir / 'master.log'}")
+                try:
+                    status = request(base, "GET", "/v1/status")
+                except OSError:
+                    continue
+                if status["phase"] == "Completed":
+                    break
+                if status["phase"] == "Failed":
+                    raise SystemExit(f"{workdir}: the job failed; see the agent logs there")
+                done = status.get("progress", {}).get("done", 0) // 840
+                if pending and done >= pending[0].step:
+                    change = pending.pop(0)
+                    request(base, "POST", "/v1/scale",
+                            {"command_id": f"step-{change.step}", "target": change.target, "reason": "schedule"})  # fmt: skip
+        finally:
+            master.terminate()
+            master.wait(timeout=120)
+    curve = [json.loads(line) for line in (workdir / "curve.jsonl").read_text().splitlines()]
+    rescales_path = workdir / "rescales.jsonl"
+    rescales = [json.loads(line) for line in rescales_path.read_text().splitlines()] if rescales_path.exists() else []
+    # Samples processed: a kill's lost steps were computed once and thrown away.
+    for point in curve:
+        lost = sum(r["lost_steps"] or 0 for r in rescales if r["first_step_at"] and r["first_step_at"] <= point["at"])
+        point["processed"] = point["samples"] + lost * 840
+    return {"curve": curve, "rescales": rescales, "wall_s": time.time() - started}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m colocate_torchrun.convergence", description=__doc__.split("\n\n")[0])
+    p.add_argument("--intents", type=Path, required=True, help="intents.csv of a colocate replay (--out)")
+    p.add_argument("--job", required=True, help="the job of that replay whose targets make the schedule")
+    p.add_argument("--policy", default="colocate", help="whose intents: colocate or colocate-usage")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tasks", default="wide-deep,mlp")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--python", default=sys.executable)
+    args = p.parse_args(argv)
+    changes = schedule_from_intents(args.intents, args.job, args.steps, args.policy)
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, dict] = {}
+    for task in args.tasks.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for variant in VARIANTS:
+                name = f"{task}/{variant}/seed-{seed}"
+                plan = {"rigid-4": [Change(0, 4)], "rigid-8": [Change(0, 8)]}.get(variant, changes)
+                print(f"{time.strftime('%H:%M:%S')} {name}: {len(plan) - 1} changes", file=sys.stderr, flush=True)
+                result = run_one(args.out / task / variant / f"seed-{seed}", args.python, task, seed, args.steps,
+                                 plan, kill=variant == "elastic-kill")  # fmt: skip
+                runs[name] = {"task": task, "variant": variant, "seed": seed, **result}
+    (args.out / "runs.json").write_text(json.dumps({"schedule": [c.__dict__ for c in changes], "runs": runs}))
+    (args.out / "table.md").write_text(table(runs))
+    for task in args.tasks.split(","):
+        metric = "auc" if task == "wide-deep" else "accuracy"
+        lines = [Line(f"{r['variant']} seed {r['seed']}", [(q["processed"], q["test_loss"]) for q in r["curve"]], r["variant"])
+                 for r in runs.values() if r["task"] == task]  # fmt: skip
+        plot(args.out / f"{task}.svg", f"{task}: test loss per sample processed ({metric} in table.md)",
+             "samples processed", "test loss", lines, list(VARIANTS))  # fmt: skip
+    print((args.out / "table.md").read_text())
+    return 0
+
+
+def table(runs: dict[str, dict]) -> str:
+    out = ["| model | variant | seeds | final test loss (each seed) | final quality | changes | steps lost | wall s |",
+           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in runs.values():
+        groups.setdefault((r["task"], r["variant"]), []).append(r)
+    for (task, variant), rs in groups.items():
+        metric = "auc" if task == "wide-deep" else "accuracy"
+        losses = " / ".join(f"{r['curve'][-1]['test_loss']:.4f}" for r in rs)
+        quality = " / ".join(f"{r['curve'][-1][metric]:.4f}" for r in rs)
+        changes = statistics.mean(len(r["rescales"]) for r in rs)
+        lost = statistics.mean(sum(x["lost_steps"] or 0 for x in r["rescales"]) for r in rs)
+        wall = statistics.mean(r["wall_s"] for r in rs)
+        out.append(f"| {task} | {variant} | {len(rs)} | {losses} | {metric} {quality} | {changes:.1f} | {lost:.1f} | {wall:.0f} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
