@@ -2,9 +2,15 @@
 //! of its logic, and real torchrun groups grown, shrunk and killed under it), and colocate's
 //! master client driving it, so both sides of master protocol v1.2 are held to one contract.
 //!
+//! On the test bed (kube-apiserver, kube-scheduler, kube-controller-manager, kwok nodes), the
+//! master keeps a worker Deployment at its target and sizes each torchrun group to the worker
+//! pods that run.
+//!
 //! Needs the torch venv: `$COLOCATE_TORCH_PYTHON` (hack/test.sh exports what
 //! `hack/torch/venv.sh` prints), else the test runs `hack/torch/venv.sh` itself (1-2 minutes
 //! and about 3 GB of downloads the first time).
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use colocate::live::master_client::{MasterClient, MasterError, RetryPolicy};
 use colocate::master_protocol::{CheckpointCommand, Phase, ScaleCommand, Status};
+use serde_json::{json, Value};
+use support::testbed::{node_manifest, Testbed};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -71,6 +79,10 @@ impl Drop for Master {
 }
 
 fn start_master(workers: u32, max: u32) -> Master {
+    start_master_with(workers, max, &[])
+}
+
+fn start_master_with(workers: u32, max: u32, extra: &[&str]) -> Master {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let log = std::fs::File::create(dir.path().join("master.log")).unwrap();
@@ -82,6 +94,7 @@ fn start_master(workers: u32, max: u32) -> Master {
         .arg(dir.path().join("job"))
         .arg("--python")
         .arg(torch_python())
+        .args(extra)
         .args(["--", "--task", "mlp", "--train-samples", "20000", "--test-samples", "4000"])
         .args(["--steps", "100000", "--step-delay-s", "0.05", "--eval-every", "20"])
         .env("PYTHONPATH", repo().join("python"))
@@ -139,4 +152,74 @@ async fn colocates_client_grows_a_torchrun_job_and_reads_its_training() {
     assert!(release > 0.0 && pause > release, "release {release} s, pause {pause} s");
     let out_of_bounds = client.scale(&ScaleCommand::new(3, "grow", 30)).await.unwrap_err();
     assert!(matches!(out_of_bounds, MasterError::OutOfBounds { min: 1, max: 2, .. }), "{out_of_bounds}");
+}
+
+fn worker_deployment(replicas: u32) -> Value {
+    let labels = json!({"colocate.dev/job": "mlp", "colocate.dev/role": "worker"});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "mlp-worker", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "agent", "image": "registry.invalid/torchrun-agent",
+                    "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}
+            }
+        }
+    })
+}
+
+/// The worker pods: (name, running, being deleted).
+fn worker_pods(bed: &Testbed) -> Vec<(String, bool, bool)> {
+    let out = bed.kubectl_run(&["get", "pods", "-n", "default", "-l", "colocate.dev/job=mlp", "-o", "json"]);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let name = p["metadata"]["name"].as_str().unwrap().to_string();
+            (name, p["status"]["phase"] == "Running", !p["metadata"]["deletionTimestamp"].is_null())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn on_the_test_bed_each_group_is_sized_to_the_running_worker_pods() {
+    let bed = tokio::task::spawn_blocking(|| Testbed::start_with_controller_manager("*,-horizontalpodautoscaling"))
+        .await
+        .unwrap();
+    // Room for three 1-CPU workers.
+    bed.kubectl_apply(&node_manifest("node-a", "3", "16Gi"));
+    bed.kubectl_apply(&worker_deployment(1));
+    let kubeconfig = bed.kubeconfig.to_str().unwrap().to_string();
+    let master = start_master_with(
+        1,
+        4,
+        &["--worker-deployment", "mlp-worker", "--namespace", "default", "--kubeconfig", &kubeconfig],
+    );
+    let client = MasterClient::new(&master.base).unwrap().with_timeout(Duration::from_secs(5));
+    wait_for(&client, "one worker training", |s| s.phase == Phase::Running && s.workers.current == 1).await;
+
+    // A grow past the room: the Deployment goes to 4, three pods run, the group runs on three.
+    client.scale(&ScaleCommand::new(4, "grow", 30)).await.unwrap();
+    let grown = wait_for(&client, "three workers training", |s| s.workers.current == 3).await;
+    assert_eq!((grown.workers.target, grown.phase), (4, Phase::Rescaling), "{grown:?}");
+    let pods = worker_pods(&bed);
+    assert_eq!((pods.len(), pods.iter().filter(|p| p.1).count()), (4, 3), "{pods:?}");
+
+    // A shrink naming a running pod: that pod goes, and the group runs on the others.
+    let named = pods.iter().find(|p| p.1).unwrap().0.clone();
+    client.scale(&ScaleCommand::new(2, "online-headroom", 30).with_release_pods([named.as_str()])).await.unwrap();
+    let shrunk =
+        wait_for(&client, "two workers training", |s| s.phase == Phase::Running && s.workers.current == 2).await;
+    assert_eq!(shrunk.workers.target, 2);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while worker_pods(&bed).iter().any(|p| p.0 == named && !p.2) {
+        assert!(Instant::now() < deadline, "the named pod {named} was not removed: {:?}", worker_pods(&bed));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    drop(master);
 }

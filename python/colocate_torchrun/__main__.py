@@ -55,6 +55,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
          help="graceful: checkpoint at the next step, then stop; kill: kill the leaving agents (a preemption, for experiments)")  # fmt: skip
     flag("pg-timeout-s", type=float, default="30", help="a collective waiting longer fails (after a peer is killed)")
     flag("python", default=sys.executable, help="the python that has torch (runs torchrun)")
+    flag("worker-deployment", default="",
+         help="keep this Deployment's worker pods at the target and size each group to the running ones")  # fmt: skip
+    flag("namespace", default="default", help="the worker Deployment's namespace")
+    flag("kubeconfig", default=os.environ.get("KUBECONFIG", ""), help="how to reach the API server (default: in-cluster)")
     args = p.parse_args(argv)
     for owned in TRAIN_FLAGS_OWNED:
         if any(a == owned or a.startswith(owned + "=") for a in train_args):
@@ -87,7 +91,14 @@ def main(argv: list[str]) -> int:
         mode=args.shrink, pg_timeout_s=args.pg_timeout_s,
     )  # fmt: skip
     ledger = Ledger(args.min_workers, args.max_workers, args.workers)
-    master = Master(args.job, ledger, coordinator, workdir, WorkerResources(args.worker_cpu, args.worker_memory), token)
+    pod_sync = None
+    if args.worker_deployment:
+        from .worker_pods import KubernetesWorkerPods, PodSync
+
+        pod_sync = PodSync(KubernetesWorkerPods(args.worker_deployment, args.namespace, args.kubeconfig or None))
+        coordinator.target = 0  # sized by the running pods from the first tick
+    resources = WorkerResources(args.worker_cpu, args.worker_memory)
+    master = Master(args.job, ledger, coordinator, workdir, resources, token, pod_sync=pod_sync)
     host, _, port = args.listen.rpartition(":")
     server = make_server(master, host, int(port))
     stopping = threading.Event()

@@ -26,6 +26,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .agents import PACKAGE_ROOT, free_port
 from .svg_plot import Line, plot
@@ -113,18 +114,25 @@ def run_one(workdir: Path, python: str, task: str, seed: int, steps: int, change
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m colocate_torchrun.convergence", description=__doc__.split("\n\n")[0])
-    p.add_argument("--intents", type=Path, required=True, help="intents.csv of a colocate replay (--out)")
-    p.add_argument("--job", required=True, help="the job of that replay whose targets make the schedule")
+    p.add_argument("--intents", type=Path, help="intents.csv of a colocate replay (--out)")
+    p.add_argument("--job", help="the job of that replay whose targets make the schedule")
     p.add_argument("--policy", default="colocate", help="whose intents: colocate or colocate-usage")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--tasks", default="wide-deep,mlp")
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--python", default=sys.executable)
+    p.add_argument("--report-only", action="store_true", help="rewrite table.md and the SVGs from OUT/runs.json")
     args = p.parse_args(argv)
+    if args.report_only:
+        runs = json.loads((args.out / "runs.json").read_text())["runs"]
+        print(report(args.out, runs))
+        return 0
+    if args.intents is None or args.job is None:
+        p.error("--intents and --job are needed to run the experiment")
     changes = schedule_from_intents(args.intents, args.job, args.steps, args.policy)
     args.out.mkdir(parents=True, exist_ok=True)
-    runs: dict[str, dict] = {}
+    runs = {}
     for task in args.tasks.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             for variant in VARIANTS:
@@ -134,16 +142,23 @@ def main(argv: list[str]) -> int:
                 result = run_one(args.out / task / variant / f"seed-{seed}", args.python, task, seed, args.steps,
                                  plan, kill=variant == "elastic-kill")  # fmt: skip
                 runs[name] = {"task": task, "variant": variant, "seed": seed, **result}
-    (args.out / "runs.json").write_text(json.dumps({"schedule": [c.__dict__ for c in changes], "runs": runs}))
-    (args.out / "table.md").write_text(table(runs))
-    for task in args.tasks.split(","):
-        metric = "auc" if task == "wide-deep" else "accuracy"
+                # written after every run, so a long experiment cut short still has its report
+                (args.out / "runs.json").write_text(json.dumps({"schedule": [c.__dict__ for c in changes], "runs": runs}))
+    print(report(args.out, runs))
+    return 0
+
+
+def report(out: Path, runs: dict[str, dict]) -> str:
+    """table.md (final figures, the spread test, what the changes cost) and one SVG per task."""
+    text = table(runs) + "\n" + spread(runs) + "\n" + costs(runs)
+    (out / "table.md").write_text(text)
+    for task in sorted({r["task"] for r in runs.values()}):
         lines = [Line(f"{r['variant']} seed {r['seed']}", [(q["processed"], q["test_loss"]) for q in r["curve"]], r["variant"])
                  for r in runs.values() if r["task"] == task]  # fmt: skip
-        plot(args.out / f"{task}.svg", f"{task}: test loss per sample processed ({metric} in table.md)",
+        seeds = len({r["seed"] for r in runs.values() if r["task"] == task})
+        plot(out / f"{task}.svg", f"{task}: test loss per sample processed, {seeds} seeds per variant",
              "samples processed", "test loss", lines, list(VARIANTS))  # fmt: skip
-    print((args.out / "table.md").read_text())
-    return 0
+    return text
 
 
 def table(runs: dict[str, dict]) -> str:
@@ -160,6 +175,50 @@ def table(runs: dict[str, dict]) -> str:
         lost = statistics.mean(sum(x["lost_steps"] or 0 for x in r["rescales"]) for r in rs)
         wall = statistics.mean(r["wall_s"] for r in rs)
         out.append(f"| {task} | {variant} | {len(rs)} | {losses} | {metric} {quality} | {changes:.1f} | {lost:.1f} | {wall:.0f} |")
+    return "\n".join(out) + "\n"
+
+
+def final_loss(run: dict) -> float:
+    return float(run["curve"][-1]["test_loss"])
+
+
+def spread(runs: dict[str, dict[str, Any]]) -> str:
+    """The acceptance test: elasticity moves the final loss less than the seed does. For each
+    elastic run, its gap to the rigid runs of its own seed (their mean over both sizes) is held
+    against the seed spread of the rigid runs (max - min of their final losses over seeds and
+    sizes); the gap between rigid 4 and rigid 8 of one seed is shown beside it."""
+    out = ["| model | rigid final loss over seeds (spread) | largest gap, rigid 4 vs 8 of a seed | largest gap, elastic vs rigid of its seed | elastic runs within the spread |",
+           "|---|---|---|---|---|"]  # fmt: skip
+    for task in sorted({r["task"] for r in runs.values()}):
+        rigid = [r for r in runs.values() if r["task"] == task and r["variant"].startswith("rigid")]
+        elastic = [r for r in runs.values() if r["task"] == task and r["variant"].startswith("elastic")]
+        if not rigid or not elastic:
+            continue
+        lo, hi = min(map(final_loss, rigid)), max(map(final_loss, rigid))
+        by_seed = {seed: [final_loss(r) for r in rigid if r["seed"] == seed] for seed in {r["seed"] for r in rigid}}
+        rigid_gap = max(max(v) - min(v) for v in by_seed.values())
+        gaps = [abs(final_loss(e) - statistics.mean(by_seed[e["seed"]])) for e in elastic]
+        inside = sum(g <= hi - lo for g in gaps)
+        out.append(f"| {task} | {lo:.4f} .. {hi:.4f} ({hi - lo:.4f}) | {rigid_gap:.4f} | {max(gaps):.4f} | {inside} of {len(elastic)} |")
+    return "\n".join(out) + "\n"
+
+
+def costs(runs: dict[str, dict]) -> str:
+    """What the changes cost, by how they were made: median and p95 over every change."""
+    out = ["| changes | count | release s (median / p95) | restart s (median / p95) | pause s (median / p95) | steps lost (median / max) |",
+           "|---|---|---|---|---|---|"]  # fmt: skip
+    for mode in ("graceful", "kill"):
+        rs = [x for r in runs.values() for x in r["rescales"] if x["mode"] == mode and x["pause_s"] is not None]
+        if not rs:
+            continue
+
+        def mp(key: str) -> str:
+            values = sorted(float(x[key]) for x in rs)
+            return f"{statistics.median(values):.2f} / {values[min(len(values) - 1, int(0.95 * len(values)))]:.2f}"
+
+        lost = sorted(int(x["lost_steps"]) for x in rs)
+        out.append(f"| {mode} | {len(rs)} | {mp('release_s')} | {mp('restart_s')} | {mp('pause_s')} | "
+                   f"{statistics.median(lost):.0f} / {lost[-1]} |")  # fmt: skip
     return "\n".join(out) + "\n"
 
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from .agents import Agents, GroupSpec
 
 Mode = Literal["graceful", "kill"]
-StatusReader = Callable[[], "dict[str, object] | None"]
+# Rank 0's status.json as read; its values are whatever the training program wrote.
+JobStatus = dict[str, Any]
+StatusReader = Callable[[], "JobStatus | None"]
 
 
 @dataclass
@@ -145,7 +147,7 @@ class Coordinator:
             "rescale_cost_s": statistics.median(pauses) if pauses else None,
         }
 
-    def _start(self, now: float, status: dict[str, object] | None) -> None:
+    def _start(self, now: float, status: JobStatus | None) -> None:
         if status is not None and status.get("state") == "completed":
             self.phase = "Completed"
             return
@@ -158,15 +160,15 @@ class Coordinator:
         if self._pending is not None:
             self._pending.started_at = now
 
-    def _first_step(self, now: float, mine: dict[str, object]) -> None:
+    def _first_step(self, now: float, mine: JobStatus) -> None:
         assert self._group is not None
         self._group.stepping = True
         if self.phase == "Pending":
             self.phase = "Running"
         self._failures = 0
         if self._pending is not None:
-            self._pending.first_step_at = float(mine["first_step_at"])  # type: ignore[arg-type]
-            self._pending.resumed_step = int(mine.get("resumed_step", 0))  # type: ignore[arg-type]
+            self._pending.first_step_at = float(mine["first_step_at"])
+            self._pending.resumed_step = int(mine.get("resumed_step", 0))
             self.rescales.append(self._pending)
             self.on_rescale(self._pending)
             self._pending = None
@@ -181,7 +183,7 @@ class Coordinator:
             self.on_rescale(self._pending)
         self._pending = Rescale(group.spec.size, self.target, mode, requested_at=now)
 
-    def _group_over(self, now: float, group: _Group, mine: dict[str, object] | None, codes: list[int | None]) -> None:
+    def _group_over(self, now: float, group: _Group, mine: JobStatus | None, codes: list[int | None]) -> None:
         self._group = None
         last = self.read_status()  # written by rank 0 as it stopped: the group's last step
         if last is not None and last.get("generation") == group.spec.group:
@@ -197,7 +199,7 @@ class Coordinator:
         # A group that never stepped left the previous group's last status: its step is where
         # the work stood.
         latest = mine if mine is not None else last
-        self._pending.last_step = int(latest.get("step", 0)) if latest is not None else 0  # type: ignore[arg-type]
+        self._pending.last_step = int(latest.get("step", 0)) if latest is not None else 0
         if self._pending.mode == "failure":
             self._failures += 1
             if self._failures > self.max_failures:

@@ -8,17 +8,21 @@ a thread calls :meth:`Master.tick`. Everything the status reports about the trai
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from .coordinator import Coordinator
+from .coordinator import Coordinator, Rescale
 from .ledger import Accepted, Ledger, ScaleCommand, ScaleRefused
+from .worker_pods import PodSync
 
 STATUS_FILE = "status.json"
 CHECKPOINT_REQUEST_FILE = "checkpoint-request"
 RESCALES_FILE = "rescales.jsonl"
+log = logging.getLogger("colocate_torchrun.master")
 
 
 @dataclass(frozen=True)
@@ -39,14 +43,15 @@ def read_status_file(workdir: Path) -> dict[str, object] | None:
 class Master:
     def __init__(
         self, job: str, ledger: Ledger, coordinator: Coordinator, workdir: Path, resources: WorkerResources,
-        token: str | None = None, clock=time.time,
+        token: str | None = None, clock: Callable[[], float] = time.time, pod_sync: PodSync | None = None,
     ) -> None:  # fmt: skip
         if not job:
             raise ValueError("the job name is empty")
         if token is not None and not token:
             raise ValueError("the bearer token is empty (leave it unset to serve without one)")
         self.job, self.ledger, self.coordinator, self.workdir = job, ledger, coordinator, workdir
-        self.resources, self.token, self.clock = resources, token, clock
+        self.resources, self.token, self.clock, self.pod_sync = resources, token, clock, pod_sync
+        self._release_pods: tuple[str, ...] = ()
         self._lock = threading.Lock()
         self._checkpoint_requests = 0
         self._checkpoint_ids: dict[str, int] = {}
@@ -54,13 +59,21 @@ class Master:
 
     def tick(self) -> None:
         with self._lock:
-            self.coordinator.tick(self.clock())
+            now = self.clock()
+            if self.pod_sync is not None:
+                try:
+                    self.coordinator.target = self.pod_sync.sync(self.ledger.target, self._release_pods, now)
+                except Exception as e:  # the API server may be away for a while: keep the group as it is
+                    log.warning("worker deployment not synced: %s", e)
+            self.coordinator.tick(now)
 
     def scale(self, command: ScaleCommand) -> Accepted:
         with self._lock:
             answer = self.ledger.scale(command)
             if answer.changed:
-                self.coordinator.target = answer.accepted_target
+                self._release_pods = command.release_pods
+                if self.pod_sync is None:  # else the next tick sizes the group to the running pods
+                    self.coordinator.target = answer.accepted_target
             return answer
 
     def checkpoint(self, command_id: str) -> dict[str, object]:
@@ -82,10 +95,13 @@ class Master:
         with self._lock:
             view = self.coordinator.view()
             ledger = self.ledger
+            phase = view["phase"]
+            if phase == "Running" and view["current"] != ledger.target:
+                phase = "Rescaling"  # workers the pods do not allow yet, or leaving
             body: dict[str, object] = {
                 "job": self.job,
                 "generation": ledger.generation,
-                "phase": view["phase"],
+                "phase": phase,
                 "workers": {
                     "current": view["current"], "target": ledger.target, "min": ledger.minimum, "max": ledger.maximum,
                     "pending": view["pending"],
@@ -98,7 +114,7 @@ class Master:
         training = read_status_file(self.workdir)
         if training is not None:
             body["progress"] = {"done": training.get("samples", 0), "total": training.get("total_samples", 0)}
-            if view["phase"] == "Running" and training.get("samples_per_s"):
+            if phase == "Running" and training.get("samples_per_s"):
                 body["throughput"] = {"samples_per_s": training["samples_per_s"]}
             body["checkpoint"] = {
                 "step": training.get("checkpoint_step", 0),
@@ -109,6 +125,6 @@ class Master:
             body["checkpoint"] = {"on_demand": True}
         return body
 
-    def _record_rescale(self, rescale) -> None:
+    def _record_rescale(self, rescale: Rescale) -> None:
         with open(self.workdir / RESCALES_FILE, "a") as f:
             f.write(json.dumps(rescale.as_record()) + "\n")
