@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::side_by_side::PolicyIntent;
+use crate::core::ScaleIntent;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -400,6 +400,13 @@ pub fn csv_quote(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
+/// An intent of one colocate policy at one time (a row of intents.csv).
+pub struct PolicyIntent {
+    pub policy: &'static str,
+    pub t: f64,
+    pub intent: ScaleIntent,
+}
+
 /// intents.csv: what the colocate policies decided, when, and why (one row per intent). The
 /// `policy` column came last when `colocate-usage` joined `colocate`, so readers of the first
 /// seven columns keep working.
@@ -426,7 +433,7 @@ mod tests {
 
     #[test]
     fn intents_csv_says_which_policy_each_intent_came_from_in_its_last_column() {
-        let intent = |job: &str| crate::core::ScaleIntent {
+        let intent = |job: &str| ScaleIntent {
             job: job.into(),
             from: 4,
             target: 2,

@@ -5,9 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::engine::World;
 use super::policy::Policy;
-use super::report::{Report, TimelineRow};
+use super::report::{PolicyIntent, Report, TimelineRow};
 use super::scenario::Scenario;
-use crate::core::ScaleIntent;
 
 pub struct ReplayOutput {
     pub report: Report,
@@ -16,13 +15,6 @@ pub struct ReplayOutput {
     /// The intents of the colocate policies (`colocate`, `colocate-usage`), each with its
     /// policy and time, in the order of `policies`; empty when neither was replayed.
     pub intents: Vec<PolicyIntent>,
-}
-
-/// An intent of one colocate policy at one time (a row of intents.csv).
-pub struct PolicyIntent {
-    pub policy: &'static str,
-    pub t: f64,
-    pub intent: ScaleIntent,
 }
 
 /// Total steps of one policy run.
