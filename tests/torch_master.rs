@@ -56,6 +56,17 @@ fn the_masters_own_tests_pass_with_real_torchrun_groups() {
     assert!(log.contains("\nOK"), "no test result in:\n{log}");
 }
 
+#[test]
+fn the_master_type_checks() {
+    let out = Command::new(torch_python())
+        .args(["-m", "mypy", "--config-file", "mypy.ini", "colocate_torchrun", "tests"])
+        .current_dir(repo().join("python"))
+        .output()
+        .expect("running mypy");
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "mypy found errors:\n{log}{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A master process, killed when dropped.
 struct Master {
     child: Child,

@@ -114,7 +114,8 @@ class KubernetesWorkerPods:
         ]
 
     def replicas(self) -> int:
-        return int(self.apps.read_namespaced_deployment_scale(self.deployment, self.namespace).spec.replicas or 0)
+        spec = self.apps.read_namespaced_deployment_scale(self.deployment, self.namespace).spec
+        return int(spec.replicas or 0) if spec is not None else 0
 
     def scale(self, replicas: int) -> None:
         self.apps.patch_namespaced_deployment_scale(self.deployment, self.namespace, {"spec": {"replicas": replicas}})
