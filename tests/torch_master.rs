@@ -95,7 +95,7 @@ fn start_master(workers: u32, max: u32) -> Master {
 
 fn start_master_with(workers: u32, max: u32, extra: &[&str]) -> Master {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = support::process::free_port();
     let log = std::fs::File::create(dir.path().join("master.log")).unwrap();
     let child = Command::new(torch_python())
         .args(["-m", "colocate_torchrun", "--job", "mlp", "--min-workers", "1"])

@@ -20,7 +20,8 @@ from .agents import LocalAgents
 from .coordinator import Coordinator
 from .http_api import make_server
 from .ledger import Ledger
-from .master import CHECKPOINT_REQUEST_FILE, Master, WorkerResources, read_status_file
+from .job_files import CHECKPOINT_REQUEST, read_status
+from .master import Master, WorkerResources
 
 TRAIN_FLAGS_OWNED = ("--workdir", "--generation", "--stop-file", "--checkpoint-request-file")
 
@@ -82,12 +83,12 @@ def main(argv: list[str]) -> int:
     if args.token_file:
         token = Path(args.token_file).read_text().strip()
     train_args = (
-        "--workdir", str(workdir), "--checkpoint-request-file", str(workdir / CHECKPOINT_REQUEST_FILE),
+        "--workdir", str(workdir), "--checkpoint-request-file", str(workdir / CHECKPOINT_REQUEST),
         "--pg-timeout-s", str(args.pg_timeout_s), *args.train_args,
     )  # fmt: skip
     agents = LocalAgents(workdir, python=args.python)
     coordinator = Coordinator(
-        args.job, agents, lambda: read_status_file(workdir), train_args, target=args.workers,
+        args.job, agents, lambda: read_status(workdir), train_args, target=args.workers,
         mode=args.shrink, pg_timeout_s=args.pg_timeout_s,
     )  # fmt: skip
     ledger = Ledger(args.min_workers, args.max_workers, args.workers)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents import PACKAGE_ROOT, free_port
+from .job_files import CURVE, RESCALES, read_jsonl
 from .svg_plot import Line, plot
 
 VARIANTS = ("rigid-4", "rigid-8", "elastic", "elastic-kill")
@@ -94,7 +95,8 @@ def run_one(workdir: Path, python: str, task: str, seed: int, steps: int, change
                     break
                 if status["phase"] == "Failed":
                     raise SystemExit(f"{workdir}: the job failed; see the agent logs there")
-                done = status.get("progress", {}).get("done", 0) // 840
+                progress = status.get("progress", {})
+                done = progress.get("done", 0) * steps // max(1, progress.get("total", 0))
                 if pending and done >= pending[0].step:
                     change = pending.pop(0)
                     request(base, "POST", "/v1/scale",
@@ -102,13 +104,12 @@ def run_one(workdir: Path, python: str, task: str, seed: int, steps: int, change
         finally:
             master.terminate()
             master.wait(timeout=120)
-    curve = [json.loads(line) for line in (workdir / "curve.jsonl").read_text().splitlines()]
-    rescales_path = workdir / "rescales.jsonl"
-    rescales = [json.loads(line) for line in rescales_path.read_text().splitlines()] if rescales_path.exists() else []
+    curve = read_jsonl(workdir / CURVE)
+    rescales = read_jsonl(workdir / RESCALES)
     # Samples processed: a kill's lost steps were computed once and thrown away.
     for point in curve:
         lost = sum(r["lost_steps"] or 0 for r in rescales if r["first_step_at"] and r["first_step_at"] <= point["at"])
-        point["processed"] = point["samples"] + lost * 840
+        point["processed"] = point["samples"] + lost * point["samples"] // point["step"]
     return {"curve": curve, "rescales": rescales, "wall_s": time.time() - started}
 
 

@@ -72,7 +72,6 @@ class Rescale:
 @dataclass
 class _Group:
     spec: GroupSpec
-    launched_at: float
     stepping: bool = False
     stopping: Mode | None = None
     stop_deadline: float | None = None
@@ -156,7 +155,7 @@ class Coordinator:
         spec = GroupSpec(self.job, self._next_group, self.target, self.train_args)
         self._next_group += 1
         self.agents.start(spec)
-        self._group = _Group(spec, launched_at=now)
+        self._group = _Group(spec)
         if self._pending is not None:
             self._pending.started_at = now
 

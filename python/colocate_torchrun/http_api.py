@@ -13,7 +13,7 @@ import json
 import logging
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .ledger import BadCommand, ScaleRefused, parse_scale_command
+from .ledger import BadCommand, ScaleRefused, parse_checkpoint_command, parse_scale_command
 from .master import Master
 
 MAX_BODY = 64 * 1024
@@ -69,11 +69,7 @@ def make_server(master: Master, host: str, port: int) -> ThreadingHTTPServer:
                     answer = master.scale(parse_scale_command(self._body()))
                     self._send(202, {"accepted_target": answer.accepted_target, "generation": answer.generation})
                 elif self.path == "/v1/checkpoint":
-                    body = self._body()
-                    command_id = body.get("command_id") if isinstance(body, dict) else None
-                    if not isinstance(command_id, str):
-                        raise BadCommand("command_id", "must be a string")
-                    self._send(202, master.checkpoint(command_id))
+                    self._send(202, master.checkpoint(parse_checkpoint_command(self._body())))
                 else:
                     self._send(404, {"error": f"no such path: {self.path}"})
             except BadCommand as e:

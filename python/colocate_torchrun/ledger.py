@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 MAX_COMMAND_ID = 256
 
@@ -69,6 +70,42 @@ def parse_scale_command(body: object) -> ScaleCommand:
     return ScaleCommand(command_id, target, reason, None if deadline is None else float(deadline), tuple(pods))
 
 
+def parse_checkpoint_command(body: object) -> str:
+    """The body of ``POST /v1/checkpoint``: its ``command_id``; other fields are ignored."""
+    command_id = body.get("command_id") if isinstance(body, dict) else None
+    if not isinstance(command_id, str):
+        raise BadCommand("command_id", "must be a string")
+    return command_id
+
+
+def check_command_id(command_id: str) -> None:
+    """Ids are remembered, so their size is bounded too (400 outside it)."""
+    if not 1 <= len(command_id.encode()) <= MAX_COMMAND_ID:
+        raise ScaleRefused(400, f"command_id: must be 1 to {MAX_COMMAND_ID} bytes", field="command_id")
+
+
+Answer = TypeVar("Answer")
+
+
+class RememberedIds(Generic[Answer]):
+    """The first answer to each of the last ``capacity`` accepted command ids, oldest forgotten
+    first: a controller retries within seconds, so a bounded memory makes a retry idempotent."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        if capacity < 1:
+            raise ValueError("remembered commands must be at least 1")
+        self._capacity = capacity
+        self._answers: OrderedDict[str, Answer] = OrderedDict()
+
+    def get(self, command_id: str) -> Answer | None:
+        return self._answers.get(command_id)
+
+    def remember(self, command_id: str, answer: Answer) -> None:
+        self._answers[command_id] = answer
+        while len(self._answers) > self._capacity:
+            self._answers.popitem(last=False)
+
+
 class Ledger:
     """Generation, target and the last accepted command ids of one job."""
 
@@ -77,16 +114,12 @@ class Ledger:
             raise ValueError(f"min workers ({minimum}) is above max workers ({maximum})")
         if not minimum <= target <= maximum:
             raise ValueError(f"initial workers ({target}) outside [{minimum}, {maximum}]")
-        if remembered < 1:
-            raise ValueError("remembered commands must be at least 1")
         self.minimum, self.maximum = minimum, maximum
         self.target, self.generation = target, generation
-        self._remembered = remembered
-        self._answers: OrderedDict[str, Accepted] = OrderedDict()
+        self._answers: RememberedIds[Accepted] = RememberedIds(remembered)
 
     def scale(self, command: ScaleCommand) -> Accepted:
-        if not 1 <= len(command.command_id.encode()) <= MAX_COMMAND_ID:
-            raise ScaleRefused(400, f"command_id: must be 1 to {MAX_COMMAND_ID} bytes", field="command_id")
+        check_command_id(command.command_id)
         first = self._answers.get(command.command_id)
         if first is not None:
             return Accepted(first.accepted_target, first.generation, changed=False)
@@ -99,7 +132,5 @@ class Ledger:
             self.target = command.target
             self.generation += 1
         answer = Accepted(command.target, self.generation, changed)
-        self._answers[command.command_id] = answer
-        while len(self._answers) > self._remembered:
-            self._answers.popitem(last=False)
+        self._answers.remember(command.command_id, answer)
         return answer

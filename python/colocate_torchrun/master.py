@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 from .coordinator import Coordinator, Rescale
-from .ledger import Accepted, Ledger, ScaleCommand, ScaleRefused
+from .job_files import CHECKPOINT_REQUEST, RESCALES, read_status, write_atomically
+from .ledger import Accepted, Ledger, RememberedIds, ScaleCommand, check_command_id
 from .worker_pods import PodSync
 
-STATUS_FILE = "status.json"
-CHECKPOINT_REQUEST_FILE = "checkpoint-request"
-RESCALES_FILE = "rescales.jsonl"
 log = logging.getLogger("colocate_torchrun.master")
 
 
@@ -29,15 +27,6 @@ log = logging.getLogger("colocate_torchrun.master")
 class WorkerResources:
     cpu: str
     memory: str
-
-
-def read_status_file(workdir: Path) -> dict[str, object] | None:
-    """Rank 0's last status, or None before the first one (it is replaced whole, never torn)."""
-    try:
-        value = json.loads((workdir / STATUS_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 class Master:
@@ -54,7 +43,7 @@ class Master:
         self._release_pods: tuple[str, ...] = ()
         self._lock = threading.Lock()
         self._checkpoint_requests = 0
-        self._checkpoint_ids: dict[str, int] = {}
+        self._checkpoint_ids: RememberedIds[int] = RememberedIds()
         coordinator.on_rescale = self._record_rescale
 
     def tick(self) -> None:
@@ -78,18 +67,15 @@ class Master:
 
     def checkpoint(self, command_id: str) -> dict[str, object]:
         """v1.2 ``POST /v1/checkpoint``: rank 0 checkpoints after its current step. Idempotent by id."""
-        if not 1 <= len(command_id.encode()) <= 256:
-            raise ScaleRefused(400, "command_id: must be 1 to 256 bytes", field="command_id")
+        check_command_id(command_id)
         with self._lock:
-            if command_id not in self._checkpoint_ids:
-                self._checkpoint_requests += 1
-                self._checkpoint_ids[command_id] = self._checkpoint_requests
-                if len(self._checkpoint_ids) > 1024:
-                    self._checkpoint_ids.pop(next(iter(self._checkpoint_ids)))
-                tmp = self.workdir / (CHECKPOINT_REQUEST_FILE + ".tmp")
-                tmp.write_text(f"{self._checkpoint_requests}\n")
-                tmp.replace(self.workdir / CHECKPOINT_REQUEST_FILE)
-            return {"requested": self._checkpoint_ids[command_id]}
+            first = self._checkpoint_ids.get(command_id)
+            if first is not None:
+                return {"requested": first}
+            self._checkpoint_requests += 1
+            self._checkpoint_ids.remember(command_id, self._checkpoint_requests)
+            write_atomically(self.workdir / CHECKPOINT_REQUEST, f"{self._checkpoint_requests}\n")
+            return {"requested": self._checkpoint_requests}
 
     def status(self) -> dict[str, object]:
         with self._lock:
@@ -111,14 +97,14 @@ class Master:
         for key in ("rescale_cost_s", "worker_release_s"):
             if view[key] is not None:
                 body[key] = round(float(view[key]), 3)  # type: ignore[arg-type]
-        training = read_status_file(self.workdir)
+        training = read_status(self.workdir)
         if training is not None:
             body["progress"] = {"done": training.get("samples", 0), "total": training.get("total_samples", 0)}
             if phase == "Running" and training.get("samples_per_s"):
                 body["throughput"] = {"samples_per_s": training["samples_per_s"]}
             body["checkpoint"] = {
                 "step": training.get("checkpoint_step", 0),
-                "age_s": round(max(0.0, self.clock() - float(training.get("checkpoint_at", 0.0))), 3),  # type: ignore[arg-type]
+                "age_s": round(max(0.0, self.clock() - float(training.get("checkpoint_at", 0.0))), 3),
                 "on_demand": True,
             }
         else:
@@ -126,5 +112,5 @@ class Master:
         return body
 
     def _record_rescale(self, rescale: Rescale) -> None:
-        with open(self.workdir / RESCALES_FILE, "a") as f:
+        with open(self.workdir / RESCALES, "a") as f:
             f.write(json.dumps(rescale.as_record()) + "\n")

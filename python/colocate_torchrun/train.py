@@ -34,11 +34,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from .job_files import CHECKPOINT, CURVE, STATUS, write_atomically
 from .models import TASKS, Dataset, Task
 
-CHECKPOINT = "ckpt.pt"
-STATUS = "status.json"
-CURVE = "curve.jsonl"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -90,12 +88,6 @@ class Batches:
             mask = epochs == epoch
             out[mask] = self._order(int(epoch))[stream[mask] % self.size]
         return out
-
-
-def write_json_atomically(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)
 
 
 def save_checkpoint(workdir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) -> None:
@@ -152,14 +144,14 @@ def main(argv: list[str]) -> int:
     def status(state: str) -> None:
         now = time.time()
         rate = steps_here * args.global_batch / (now - first_step_at) if first_step_at and steps_here > 1 else 0.0
-        write_json_atomically(
+        write_atomically(
             args.workdir / STATUS,
-            {
+            json.dumps({
                 "generation": args.generation, "world_size": world, "state": state, "step": step,
                 "steps": args.steps, "resumed_step": resumed_step, "samples": step * args.global_batch, "total_samples": args.steps * args.global_batch,
                 "samples_per_s": rate, "checkpoint_step": checkpoint_step, "checkpoint_at": checkpoint_at,
                 "checkpoint_request": handled_request, "started_at": started, "first_step_at": first_step_at, "at": now,
-            },
+            }),
         )
 
     def checkpoint() -> None:
@@ -168,16 +160,13 @@ def main(argv: list[str]) -> int:
             save_checkpoint(args.workdir, model, optimizer, step)
             checkpoint_step, checkpoint_at = step, time.time()
 
+    ending = "completed"
     while step < args.steps:
         flag = torch.tensor([1.0 if args.stop_file and args.stop_file.exists() else 0.0])
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if flag.item() > 0:
-            checkpoint()
-            if rank == 0:
-                status("stopped")
-            dist.barrier()
-            dist.destroy_process_group()
-            return 0
+            ending = "stopped"
+            break
         part = train_set.rows(batches.indices(step, rank, world))
         optimizer.zero_grad()
         task.loss(ddp(part.cat, part.dense), part.label).backward()
@@ -201,9 +190,10 @@ def main(argv: list[str]) -> int:
                                         task.metric: quality, "world_size": world, "generation": args.generation,
                                         "at": time.time()}) + "\n")
             status("running")
+    # Stopped or done, every rank leaves at the same step, after rank 0's checkpoint.
     checkpoint()
     if rank == 0:
-        status("completed")
+        status(ending)
     dist.barrier()
     dist.destroy_process_group()
     return 0

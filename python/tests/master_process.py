@@ -14,6 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from colocate_torchrun.job_files import CURVE, RESCALES, read_jsonl
+
 PYTHON_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -85,12 +87,10 @@ class MasterProcess:
         return body
 
     def rescales(self) -> list[dict]:
-        path = self.workdir / "rescales.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return read_jsonl(self.workdir / RESCALES)
 
     def curve(self) -> list[dict]:
-        path = self.workdir / "curve.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return read_jsonl(self.workdir / CURVE)
 
     def leftover_processes(self) -> list[str]:
         """Processes still running for this job (agents, workers): none should outlive a group."""

@@ -49,6 +49,17 @@ def coordinator(agents: FakeAgents, job: Job, target: int = 4, mode: str = "grac
     return Coordinator("job", agents, lambda: job.status, ("--steps", "100"), target=target, mode=mode)  # type: ignore[arg-type]
 
 
+def stepping(step: int, mode: str = "graceful", first_step_at: float = 1.0, seen_at: float = 2.0) -> tuple[FakeAgents, Job, Coordinator]:
+    """A coordinator whose first group (4 agents) took its first step at ``first_step_at`` and
+    is seen at ``step`` at ``seen_at``."""
+    agents, job = FakeAgents(), Job()
+    c = coordinator(agents, job, mode=mode)
+    c.tick(0.0)
+    job.step(1, step, 0, first_step_at=first_step_at)
+    c.tick(seen_at)
+    return agents, job, c
+
+
 class CoordinatorTest(unittest.TestCase):
     def test_a_group_of_the_target_starts_and_counts_once_it_steps(self) -> None:
         agents, job = FakeAgents(), Job()
@@ -63,11 +74,7 @@ class CoordinatorTest(unittest.TestCase):
         self.assertEqual((c.view()["current"], c.view()["pending"]), (4, 0))
 
     def test_a_graceful_shrink_stops_at_a_step_restarts_smaller_and_loses_nothing(self) -> None:
-        agents, job = FakeAgents(), Job()
-        c = coordinator(agents, job)
-        c.tick(0.0)
-        job.step(1, 40, 0, first_step_at=8.0)
-        c.tick(20.0)
+        agents, job, c = stepping(40, first_step_at=8.0, seen_at=20.0)
         c.target = 2
         c.tick(21.0)
         self.assertEqual(agents.calls, ["stop"])
@@ -84,11 +91,7 @@ class CoordinatorTest(unittest.TestCase):
         self.assertEqual((c.view()["worker_release_s"], c.view()["rescale_cost_s"]), (1.5, 7.0))
 
     def test_a_kill_loses_the_steps_since_the_checkpoint(self) -> None:
-        agents, job = FakeAgents(), Job()
-        c = coordinator(agents, job, mode="kill")
-        c.tick(0.0)
-        job.step(1, 73, 0, first_step_at=8.0)
-        c.tick(20.0)
+        agents, job, c = stepping(73, mode="kill", first_step_at=8.0, seen_at=20.0)
         c.target = 3
         c.tick(21.0)
         self.assertEqual(agents.calls, ["kill 1"])
@@ -102,11 +105,7 @@ class CoordinatorTest(unittest.TestCase):
         self.assertIsNone(c.view()["worker_release_s"])
 
     def test_a_grow_in_kill_mode_is_graceful(self) -> None:
-        agents, job = FakeAgents(), Job()
-        c = coordinator(agents, job, mode="kill")
-        c.tick(0.0)
-        job.step(1, 5, 0, first_step_at=1.0)
-        c.tick(2.0)
+        agents, job, c = stepping(5, mode="kill")
         c.target = 6
         c.tick(3.0)
         self.assertEqual(agents.calls, ["stop"])
@@ -122,12 +121,8 @@ class CoordinatorTest(unittest.TestCase):
         self.assertEqual([s.size for s in agents.started], [4, 2])
 
     def test_a_graceful_stop_that_hangs_is_killed_after_its_deadline(self) -> None:
-        agents, job = FakeAgents(), Job()
-        c = coordinator(agents, job)
+        agents, job, c = stepping(5)
         c.stop_timeout_s = 10.0
-        c.tick(0.0)
-        job.step(1, 5, 0, first_step_at=1.0)
-        c.tick(2.0)
         c.target = 2
         c.tick(3.0)
         c.tick(12.0)
@@ -148,12 +143,8 @@ class CoordinatorTest(unittest.TestCase):
         self.assertEqual([r.mode for r in c.rescales], ["failure", "failure"])
 
     def test_one_agent_gone_gives_its_peers_the_timeout_then_ends_the_group(self) -> None:
-        agents, job = FakeAgents(), Job()
-        c = coordinator(agents, job)
+        agents, job, c = stepping(5)
         c.pg_timeout_s = 5.0
-        c.tick(0.0)
-        job.step(1, 5, 0, first_step_at=1.0)
-        c.tick(2.0)
         agents.codes[3] = -9
         c.tick(3.0)
         c.tick(12.0)  # within the timeout and its margin: the peers may still fail by themselves
